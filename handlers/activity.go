@@ -1,0 +1,192 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/profile"
+)
+
+// ActivityConfig configures the activity stage.
+type ActivityConfig struct {
+	// Timeout (XIM_ACTIVITY_TIMEOUT) clears a shown status that nothing else cleared (P-ACT-6).
+	Timeout time.Duration
+	// CallTimeout bounds one target call.
+	CallTimeout time.Duration
+}
+
+// Activity shows chat.activity on targets that can (P-ACT-4) and clears it on idle, the final,
+// the first displayed delta and a local timeout (P-ACT-5/6). It runs beside the message stages:
+// calls are asynchronous, latest-wins per channel, and a failure is only counted and logged, so
+// activity can never reject, delay or repeat a message.
+type Activity struct {
+	cfg     ActivityConfig
+	metrics *Metrics
+	logger  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	state map[string]*activityState
+}
+
+type activityState struct {
+	bound   Bound
+	shower  target.ActivityShower
+	want    target.Activity
+	sent    target.Activity
+	running bool
+	timer   *time.Timer
+}
+
+// NewActivity returns the activity stage; Close stops it.
+func NewActivity(cfg ActivityConfig, m *Metrics, logger *slog.Logger) *Activity {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Activity{cfg: cfg, metrics: m, logger: logger, ctx: ctx, cancel: cancel, state: map[string]*activityState{}}
+}
+
+// Show displays a validated activity snapshot on the channel's target, per its capability.
+func (a *Activity) Show(b Bound, act profile.Activity) {
+	shower, ok := b.Target.(target.ActivityShower)
+	if !ok {
+		return
+	}
+	want := target.Activity{Status: act.Status, ToolName: act.ToolName}
+	if b.Target.Capabilities().Activity == target.ActivityTyping && act.Status != target.StatusIdle {
+		want = target.Activity{Status: target.StatusTyping}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.state[b.Channel]
+	if s == nil {
+		if want.Status == target.StatusIdle {
+			return // nothing shown, nothing to clear
+		}
+		s = &activityState{sent: target.Activity{Status: target.StatusIdle}}
+		a.state[b.Channel] = s
+	}
+	s.bound, s.shower, s.want = b, shower, want
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if want.Status != target.StatusIdle {
+		ch := b.Channel
+		s.timer = time.AfterFunc(a.cfg.Timeout, func() { a.Clear(ch) })
+	}
+	a.kick(b.Channel, s)
+}
+
+// Clear clears a shown status of the channel (idle, final, first displayed delta, timeout).
+func (a *Activity) Clear(channel string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.state[channel]
+	if s == nil || s.want.Status == target.StatusIdle {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.want = target.Activity{Status: target.StatusIdle}
+	a.kick(channel, s)
+}
+
+// Drop forgets a closed channel without calling its target.
+func (a *Activity) Drop(channel string) {
+	a.mu.Lock()
+	if s := a.state[channel]; s != nil && s.timer != nil {
+		s.timer.Stop()
+	}
+	delete(a.state, channel)
+	a.mu.Unlock()
+}
+
+// Shown returns the status last sent to the channel's target ("" when none).
+func (a *Activity) Shown(channel string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := a.state[channel]; s != nil {
+		return s.sent.Status
+	}
+	return ""
+}
+
+// kick starts the channel's sender unless one runs; a.mu is held.
+func (a *Activity) kick(channel string, s *activityState) {
+	if s.running || a.ctx.Err() != nil {
+		return
+	}
+	s.running = true
+	a.wg.Add(1)
+	go a.send(channel, s)
+}
+
+func (a *Activity) send(channel string, s *activityState) {
+	defer a.wg.Done()
+	for {
+		a.mu.Lock()
+		if s.want == s.sent || a.ctx.Err() != nil {
+			s.running = false
+			if s.sent.Status == target.StatusIdle && a.state[channel] == s {
+				delete(a.state, channel)
+			}
+			a.mu.Unlock()
+			return
+		}
+		want, shower, adapter := s.want, s.shower, s.bound.Adapter
+		a.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
+		start := time.Now()
+		err := shower.ShowActivity(ctx, want)
+		cancel()
+		outcome := "ok"
+		if err != nil {
+			outcome = errorCode(err)
+			a.metrics.ActivityFails.Inc()
+			a.logger.Warn("activity_display_failed", "channel", channel, "stage", "activity", "status", want.Status, "err", err)
+		}
+		a.metrics.TargetCalls.WithLabelValues(adapter, "activity", outcome).Observe(time.Since(start).Seconds())
+
+		a.mu.Lock()
+		s.sent = want // never retried: a status is a hint, the next snapshot replaces it
+		a.mu.Unlock()
+	}
+}
+
+// Close stops the stage and waits (bounded by ctx) for calls in flight.
+func (a *Activity) Close(ctx context.Context) error {
+	a.cancel()
+	a.mu.Lock()
+	for _, s := range a.state {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+	}
+	a.mu.Unlock()
+	return waitGroup(ctx, &a.wg)
+}
+
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

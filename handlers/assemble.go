@@ -1,0 +1,455 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+)
+
+// AssembleConfig bounds the delta buffers (P-DLT-7, P-STATE-4).
+type AssembleConfig struct {
+	// TTL (XIM_DELTA_TTL) drops a buffer whose message saw no delta for that long.
+	TTL time.Duration
+	// MaxBuffers (XIM_MAX_DELTA_BUFFERS) caps buffers held by one worker; the oldest is evicted.
+	MaxBuffers int
+	// MaxBytes (XIM_MAX_DELTA_BYTES) caps the text of one buffer; past it the message stops being
+	// displayed until its final.
+	MaxBytes int
+	// EditInterval (XIM_EDIT_INTERVAL) is the least time between two display calls of a message.
+	EditInterval time.Duration
+	// CallTimeout bounds one display call.
+	CallTimeout time.Duration
+}
+
+// Assembler applies deltas in sequence order (P-DLT-1/2, P-ERR-4) and displays them on `edit`
+// targets: the first displayed delta creates the target message, later ones edit it, at most
+// once per EditInterval and with at most one call in flight per message (latest text wins).
+// On `none` targets it keeps only what sequence checks need.
+type Assembler struct {
+	cfg      AssembleConfig
+	records  *Records
+	activity *Activity
+	metrics  *Metrics
+	logger   *slog.Logger
+	seed     maphash.Seed
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	buffers map[bufKey]*buffer
+}
+
+type bufKey struct{ channel, messageID string }
+
+type buffer struct {
+	key  bufKey
+	kv   string // KV key of the message
+	bind Bound
+	edit target.Editor // nil: not displayed
+
+	mu       sync.Mutex
+	next     int64    // next expected sequence
+	hashes   []uint64 // hashes[i]: text hash of sequence i+1
+	text     []byte
+	lastSeen time.Time
+	broken   bool // gap, cap or display failure: no more display
+	lost     bool // resumed after a restart: state before it is unknown
+
+	// display
+	targetID string
+	shown    int // bytes of text the target shows
+	lastCall time.Time // end of the last display call
+	running  bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// NewAssembler returns the delta stage; Run evicts expired buffers, Close stops display.
+func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, logger *slog.Logger) *Assembler {
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Minute
+	}
+	if cfg.MaxBuffers <= 0 {
+		cfg.MaxBuffers = 10000
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(),
+		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}}
+}
+
+// Apply applies one validated delta. It returns a *profile.Error to send as an `error` packet
+// (delta_sequence_gap, delta_sequence_conflict), or nil. completed reports whether the
+// message already has a final record in this worker's memory.
+func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, completed bool) (*profile.Error, error) {
+	k := bufKey{b.Channel, d.MessageID}
+	if completed {
+		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+		return nil, nil
+	}
+	a.mu.Lock()
+	buf := a.buffers[k]
+	a.mu.Unlock()
+	if buf == nil {
+		var perr *profile.Error
+		var err error
+		buf, perr, err = a.open(ctx, b, d)
+		if perr != nil || err != nil || buf == nil {
+			return perr, err
+		}
+	}
+	h := maphash.String(a.seed, d.Text)
+
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	buf.lastSeen = time.Now()
+	switch {
+	case buf.lost:
+		a.metrics.DeltasIgnored.WithLabelValues("evicted").Inc()
+		return nil, nil
+	case d.Sequence < buf.next:
+		if buf.hashes != nil && d.Sequence <= int64(len(buf.hashes)) && buf.hashes[d.Sequence-1] != h {
+			return profile.Errorf(profile.CodeDeltaSequenceConflict, "sequence %d of message %s was already received with different text", d.Sequence, d.MessageID), nil
+		}
+		a.metrics.DeltasIgnored.WithLabelValues("retransmit").Inc()
+		return nil, nil
+	case buf.broken && buf.next == 0:
+		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		return nil, nil
+	case d.Sequence > buf.next:
+		expected := buf.next
+		buf.broken = true
+		buf.next = 0 // no further sequence is applied
+		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		return profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence %d, got %d", expected, d.Sequence), nil
+	}
+	buf.next++
+	buf.hashes = append(buf.hashes, h)
+	if buf.edit == nil || buf.broken {
+		return nil, nil
+	}
+	if len(buf.text)+len(d.Text) > a.cfg.MaxBytes {
+		buf.broken = true
+		buf.text = nil
+		a.metrics.DeltaEvicted.WithLabelValues("bytes").Inc()
+		return nil, nil
+	}
+	buf.text = append(buf.text, d.Text...)
+	a.kick(buf)
+	return nil, nil
+}
+
+// open creates the buffer of a message's first delta seen by this worker.
+func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer, *profile.Error, error) {
+	kv, err := subjects.MessageKey(b.Channel, d.MessageID)
+	if err != nil {
+		return nil, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err), nil
+	}
+	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, lastSeen: time.Now()}
+	if e, ok := b.Target.(target.Editor); ok {
+		buf.edit = e
+	}
+	if d.Sequence != 1 {
+		// Either a real gap, or the message began before this worker held it (restart, eviction,
+		// rebalance) or already completed: the records tell.
+		rec, rev, err := a.records.Get(ctx, kv)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, displayed, err := a.records.DisplayHandle(ctx, kv)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case rev != 0 && rec.State != "":
+			a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+			return nil, nil, nil
+		case displayed:
+			buf.lost = true
+		default:
+			buf.broken = true
+			buf.next = 0
+			a.insert(buf)
+			a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+			return nil, profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence 1, got %d", d.Sequence), nil
+		}
+	}
+	a.insert(buf)
+	return buf, nil, nil
+}
+
+func (a *Assembler) insert(buf *buffer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(a.buffers) >= a.cfg.MaxBuffers {
+		var oldest *buffer
+		for _, b := range a.buffers {
+			if oldest == nil || b.lastSeenUnlocked().Before(oldest.lastSeenUnlocked()) {
+				oldest = b
+			}
+		}
+		a.evictLocked(oldest, "capacity")
+	}
+	a.buffers[buf.key] = buf
+	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
+}
+
+func (b *buffer) lastSeenUnlocked() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastSeen
+}
+
+// evictLocked drops a buffer before its final; its display stops. a.mu is held.
+func (a *Assembler) evictLocked(buf *buffer, reason string) {
+	delete(a.buffers, buf.key)
+	a.metrics.DeltaEvicted.WithLabelValues(reason).Inc()
+	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
+	buf.mu.Lock()
+	buf.broken = true
+	buf.text = nil
+	if buf.stop != nil {
+		close(buf.stop)
+		buf.stop = nil
+	}
+	buf.mu.Unlock()
+}
+
+// Finish ends a message's buffer at its final (P-STATE-5): it stops the display, waits for a
+// call in flight, and returns the target message id the final must edit ("" when none).
+func (a *Assembler) Finish(ctx context.Context, channel, messageID, kv string) (string, error) {
+	k := bufKey{channel, messageID}
+	a.mu.Lock()
+	buf := a.buffers[k]
+	delete(a.buffers, k)
+	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
+	a.mu.Unlock()
+	if buf != nil {
+		buf.mu.Lock()
+		done := buf.done
+		if buf.stop != nil {
+			close(buf.stop)
+			buf.stop = nil
+		}
+		buf.mu.Unlock()
+		if done != nil {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		buf.mu.Lock()
+		id := buf.targetID
+		buf.mu.Unlock()
+		if id != "" {
+			return id, nil
+		}
+	}
+	// No handle in memory: a restart or eviction may have happened after the first display.
+	id, _, err := a.records.DisplayHandle(ctx, kv)
+	return id, err
+}
+
+// kick starts the buffer's display loop unless one runs; buf.mu is held.
+func (a *Assembler) kick(buf *buffer) {
+	if buf.running || a.ctx.Err() != nil {
+		return
+	}
+	buf.running = true
+	buf.stop = make(chan struct{})
+	buf.done = make(chan struct{})
+	a.wg.Add(1)
+	go a.display(buf, buf.stop, buf.done)
+}
+
+// display sends the buffer's latest text to the target until it shows everything, then exits.
+func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struct{}) {
+	defer a.wg.Done()
+	defer close(done)
+	for {
+		buf.mu.Lock()
+		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil {
+			buf.running = false
+			buf.mu.Unlock()
+			return
+		}
+		wait := time.Until(buf.lastCall.Add(a.cfg.EditInterval))
+		buf.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+			case <-a.ctx.Done():
+				t.Stop()
+			}
+		}
+		buf.mu.Lock()
+		if isClosed(stop) || a.ctx.Err() != nil || buf.broken {
+			buf.running = false
+			buf.mu.Unlock()
+			return
+		}
+		text, id := string(buf.text), buf.targetID
+		buf.mu.Unlock()
+
+		newID, err := a.show(buf, id, text)
+
+		buf.mu.Lock()
+		// The interval runs from the end of a call, so the target never sees two calls of a
+		// message closer than EditInterval, however long each took.
+		buf.lastCall = time.Now()
+		if err != nil {
+			// A failed display never affects the final: stop displaying this message.
+			buf.broken = true
+			buf.running = false
+			buf.mu.Unlock()
+			a.logger.Warn("delta_display_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", err)
+			return
+		}
+		if id == "" {
+			buf.targetID = newID
+		}
+		buf.shown = len(text)
+		buf.mu.Unlock()
+		if id == "" {
+			a.activity.Clear(buf.key.channel) // the first displayed delta clears the status (P-ACT-5)
+		}
+	}
+}
+
+// show creates (first call, with a display intent record) or edits the target message.
+func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
+	defer cancel()
+	start := time.Now()
+	op := "edit"
+	var err error
+	if id == "" {
+		op = "send"
+		var existing string
+		var found bool
+		existing, found, _, err = a.records.CreateDisplay(ctx, buf.kv)
+		if err == nil && found && existing != "" {
+			id, op = existing, "edit"
+		}
+		if err == nil && id == "" {
+			if found {
+				// An earlier create's outcome is unknown (crash between intent and handle):
+				// displaying again could show the partial text twice.
+				return "", errDisplayInDoubt
+			}
+			id, err = buf.bind.Target.Send(ctx, target.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
+			if err == nil {
+				err = a.records.SetDisplay(ctx, buf.kv, id)
+			}
+			a.observe(buf.bind.Adapter, op, start, err)
+			return id, err
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	err = buf.edit.Edit(ctx, id, target.Message{Text: text})
+	a.observe(buf.bind.Adapter, op, start, err)
+	return id, err
+}
+
+func (a *Assembler) observe(adapter, op string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = errorCode(err)
+	}
+	a.metrics.TargetCalls.WithLabelValues(adapter, op, outcome).Observe(time.Since(start).Seconds())
+}
+
+// Run evicts buffers idle longer than the TTL until ctx ends.
+func (a *Assembler) Run(ctx context.Context) error {
+	period := a.cfg.TTL / 10
+	if period < time.Second {
+		period = time.Second
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			a.expire(time.Now().Add(-a.cfg.TTL))
+		}
+	}
+}
+
+func (a *Assembler) expire(before time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, b := range a.buffers {
+		if b.lastSeenUnlocked().Before(before) {
+			a.evictLocked(b, "ttl")
+		}
+	}
+}
+
+// DropChannel evicts every buffer of a closed channel (P-STATE-7).
+func (a *Assembler) DropChannel(channel string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, b := range a.buffers {
+		if k.channel == channel {
+			a.evictLocked(b, "channel_closed")
+		}
+	}
+}
+
+// Count returns the number of buffers of a channel ("" for all).
+func (a *Assembler) Count(channel string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if channel == "" {
+		return len(a.buffers)
+	}
+	n := 0
+	for k := range a.buffers {
+		if k.channel == channel {
+			n++
+		}
+	}
+	return n
+}
+
+// Close stops every display loop and waits (bounded by ctx).
+func (a *Assembler) Close(ctx context.Context) error {
+	a.cancel()
+	return waitGroup(ctx, &a.wg)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// errDisplayInDoubt: a streamed message's creation was started but its handle never recorded.
+var errDisplayInDoubt = errors.New("display handle in doubt after a restart")
+
+func idempotencyKey(channel, messageID string) string { return channel + ":" + messageID }

@@ -1,0 +1,327 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+)
+
+// FileInfo is what the delivery stage needs of a stored file.
+type FileInfo struct {
+	Type, Filename, MimeType string
+	ByteSize                 int64
+	// URL is an absolute signed link the target can fetch the bytes from.
+	URL string
+}
+
+// FileResolver resolves a channel's file_ref (the Transfer Plane); an unknown, expired or foreign
+// ref is a *profile.Error file_not_found.
+type FileResolver interface {
+	Resolve(ctx context.Context, channel, fileRef string) (FileInfo, error)
+}
+
+// Reconciler is an optional target capability: after a crash left a final in doubt, it tells
+// whether the target already has the message created with idempotencyKey.
+type Reconciler interface {
+	Reconcile(ctx context.Context, idempotencyKey string) (targetMessageID string, found bool, err error)
+}
+
+// DeliverConfig configures the final delivery stage.
+type DeliverConfig struct {
+	// RetryBudget (XIM_TARGET_RETRY_BUDGET) is how long retryable target failures are retried
+	// before the final is answered rejected with retryable=true.
+	RetryBudget time.Duration
+	// CallTimeout bounds one target call.
+	CallTimeout time.Duration
+	// CacheSize is the number of completed message_ids this worker also keeps in memory.
+	CacheSize int
+	// Worker names this worker in intent records.
+	Worker string
+}
+
+// Deliverer delivers finals (chat.message from xAgent) exactly once per message_id:
+// intent recorded before the target is touched, completion recorded before `accepted`.
+type Deliverer struct {
+	cfg      DeliverConfig
+	records  *Records
+	files    FileResolver
+	assemble *Assembler
+	activity *Activity
+	replies  *Replier
+	metrics  *Metrics
+	logger   *slog.Logger
+	done     *doneCache
+}
+
+// NewDeliverer returns the final delivery stage.
+func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Assembler, act *Activity, rep *Replier, m *Metrics, logger *slog.Logger) *Deliverer {
+	if cfg.RetryBudget <= 0 {
+		cfg.RetryBudget = 5 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 100000
+	}
+	return &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, activity: act, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
+}
+
+// Completed reports whether this worker knows the message as completed (deltas are then ignored).
+func (d *Deliverer) Completed(channel, messageID string) bool {
+	_, ok := d.done.get(bufKey{channel, messageID})
+	return ok
+}
+
+// Deliver handles one validated final and sends its one ack. A returned error is an
+// infrastructure failure (NATS unavailable): the packet is retried and, past the retries,
+// answered by the poison stage.
+func (d *Deliverer) Deliver(ctx context.Context, from Origin, in profile.Envelope, msg profile.Message, b Bound) error {
+	ack, err := d.deliver(ctx, in, msg, b)
+	if err != nil {
+		return err
+	}
+	if ack.Status == profile.AckRejected {
+		d.logger.Info("final_rejected", "channel", in.ChannelID, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "code", ack.Code)
+	}
+	return d.replies.Ack(ctx, from, in, ack)
+}
+
+func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound) (profile.Ack, error) {
+	k := bufKey{b.Channel, msg.MessageID}
+	digest := msg.Digest()
+	if rec, ok := d.done.get(k); ok {
+		return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
+	}
+	key, err := subjects.MessageKey(b.Channel, msg.MessageID)
+	if err != nil {
+		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
+	}
+	rev, cur, err := d.records.CreateIntent(ctx, key, Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()})
+	switch {
+	case errors.Is(err, errExists):
+		return d.existing(ctx, in, msg, b, key, digest, cur, rev)
+	case err != nil:
+		return profile.Ack{}, err
+	}
+
+	files, perr, err := d.resolveFiles(ctx, b.Channel, msg.Files)
+	if perr != nil || err != nil {
+		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
+			return profile.Ack{}, errors.Join(err, rerr)
+		}
+		if err != nil {
+			return profile.Ack{}, err
+		}
+		return profile.Rejected(msg.MessageID, perr), nil
+	}
+	d.activity.Clear(b.Channel) // the final clears a shown status (P-ACT-5)
+	targetID, err := d.assemble.Finish(ctx, b.Channel, msg.MessageID, key)
+	if err != nil {
+		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
+			return profile.Ack{}, errors.Join(err, rerr)
+		}
+		return profile.Ack{}, err
+	}
+
+	// From here the target may be touched: the intent stays unless the target refused for sure.
+	targetID, terr := d.callTarget(ctx, b, targetID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
+	if terr != nil {
+		var pe *profile.Error
+		if !errors.As(terr, &pe) {
+			pe = profile.Errorf(profile.CodeTargetUnavailable, "%v", terr)
+		}
+		// The webhook contract passes idempotency_key, so a later attempt of the same message
+		// cannot create a second copy on a target that honours it: release the intent.
+		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
+			d.logger.Warn("intent_release_failed", "channel", b.Channel, "message_id", msg.MessageID, "stage", "deliver", "err", rerr)
+		}
+		return profile.Rejected(msg.MessageID, pe), nil
+	}
+	rec := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	d.complete(ctx, key, rec, rev)
+	d.done.put(k, rec)
+	return profile.Accepted(msg.MessageID), nil
+}
+
+// existing answers a final whose message_id already has a record.
+func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64) (profile.Ack, error) {
+	if cur.Digest != digest {
+		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", msg.MessageID)), nil
+	}
+	switch cur.State {
+	case StateDone:
+		d.done.put(bufKey{b.Channel, msg.MessageID}, cur)
+		return answerDone(cur, in.PacketID, msg.MessageID, digest), nil
+	case StateDelivering:
+		// An earlier attempt died between intent and outcome (crash, kill -9): the target may or
+		// may not show the message. Ask it if it can tell; never send blindly (P-STATE-8).
+		if r, ok := b.Target.(Reconciler); ok {
+			id, found, err := r.Reconcile(ctx, idempotencyKey(b.Channel, msg.MessageID))
+			if err != nil {
+				return profile.Ack{}, fmt.Errorf("reconcile: %w", err)
+			}
+			if found {
+				done := Record{State: StateDone, Digest: digest, PacketID: cur.PacketID, TargetMessageID: id, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+				d.complete(ctx, key, done, rev)
+				d.done.put(bufKey{b.Channel, msg.MessageID}, done)
+				return answerDone(done, in.PacketID, msg.MessageID, digest), nil
+			}
+			if err := d.records.Release(ctx, key, rev); err != nil {
+				return profile.Ack{}, err
+			}
+			return d.deliver(ctx, in, msg, b)
+		}
+		cur.State = StateUnknown
+		cur.At = time.Now().UnixMilli()
+		if _, err := d.records.Update(ctx, key, cur, rev); err != nil {
+			return profile.Ack{}, err
+		}
+		d.logger.Warn("final_outcome_unknown", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver")
+		fallthrough
+	default: // StateUnknown
+		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeDeliveryOutcomeUnknown, "an earlier delivery of message %s was interrupted; it is not sent again", msg.MessageID)), nil
+	}
+}
+
+// complete records the completed message_id; a failure is retried briefly and then only logged
+// (the ack is still true, and the in-memory cache answers retransmissions in this process).
+func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev uint64) {
+	op := func() error {
+		_, err := d.records.Update(ctx, key, rec, rev)
+		return err
+	}
+	bo := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond)), 5), ctx)
+	if err := backoff.Retry(op, bo); err != nil {
+		d.logger.Error("completed_record_failed", "stage", "deliver", "key", key, "err", err)
+	}
+}
+
+// callTarget edits the streamed message, or sends the final, retrying retryable failures within
+// the budget.
+func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m target.Message) (string, error) {
+	editor, canEdit := b.Target.(target.Editor)
+	op := func() error {
+		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+		defer cancel()
+		start := time.Now()
+		var err error
+		name := "send"
+		if targetID != "" && canEdit {
+			name = "edit"
+			err = editor.Edit(cctx, targetID, m)
+		} else {
+			var id string
+			id, err = b.Target.Send(cctx, m)
+			if err == nil {
+				targetID = id
+			}
+		}
+		outcome := "ok"
+		if err != nil {
+			outcome = errorCode(err)
+		}
+		d.metrics.TargetCalls.WithLabelValues(b.Adapter, name, outcome).Observe(time.Since(start).Seconds())
+		var pe *profile.Error
+		if err != nil && errors.As(err, &pe) && !pe.Retryable {
+			return backoff.Permanent(err)
+		}
+		return err
+	}
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(2*time.Second), backoff.WithMaxElapsedTime(d.cfg.RetryBudget))
+	err := backoff.Retry(op, backoff.WithContext(bo, ctx))
+	return targetID, err
+}
+
+func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profile.File) ([]target.File, *profile.Error, error) {
+	if len(in) == 0 {
+		return nil, nil, nil
+	}
+	out := make([]target.File, 0, len(in))
+	for i, f := range in {
+		info, err := d.files.Resolve(ctx, channel, f.FileRef)
+		var pe *profile.Error
+		if errors.As(err, &pe) {
+			return nil, profile.Errorf(pe.Code, "files[%d].file_ref %s: %s", i, f.FileRef, pe.Message), nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		tf := target.File{Type: f.Type, FileRef: f.FileRef, Filename: f.Filename, MimeType: f.MimeType, ByteSize: info.ByteSize, URL: info.URL}
+		if tf.Filename == "" {
+			tf.Filename = info.Filename
+		}
+		if tf.MimeType == "" {
+			tf.MimeType = info.MimeType
+		}
+		out = append(out, tf)
+	}
+	return out, nil, nil
+}
+
+// answerDone answers a final of a completed message_id: the packet that was accepted gets
+// `accepted` again (a redelivery of it), any other packet `duplicate` (P-ACK-4).
+func answerDone(rec Record, packetID, messageID, digest string) profile.Ack {
+	if rec.Digest != digest {
+		return profile.Rejected(messageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", messageID))
+	}
+	if rec.PacketID == packetID {
+		return profile.Accepted(messageID)
+	}
+	return profile.Duplicate(messageID)
+}
+
+// doneCache is a bounded FIFO of completed records, so retransmissions and late deltas of
+// recent messages are answered without a KV round trip.
+type doneCache struct {
+	mu   sync.Mutex
+	max  int
+	m    map[bufKey]Record
+	ring []bufKey
+	next int
+}
+
+func newDoneCache(max int) *doneCache {
+	return &doneCache{max: max, m: make(map[bufKey]Record, max), ring: make([]bufKey, max)}
+}
+
+func (c *doneCache) get(k bufKey) (Record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[k]
+	return r, ok
+}
+
+func (c *doneCache) put(k bufKey, r Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		c.m[k] = r
+		return
+	}
+	if old := c.ring[c.next]; old != (bufKey{}) {
+		delete(c.m, old)
+	}
+	c.ring[c.next] = k
+	c.next = (c.next + 1) % c.max
+	c.m[k] = r
+}
+
+func (c *doneCache) dropChannel(channel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k.channel == channel {
+			delete(c.m, k)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+)
+
+// MetaNumDelivered is the Watermill metadata key carrying JetStream's delivery count.
+const MetaNumDelivered = "Xim-Num-Delivered"
+
+// Stages is the worker's per-partition handler: it decodes a stored packet, validates it and
+// hands it to the stage of its type. Packets of one partition arrive one at a time, in order.
+type Stages struct {
+	catalog  *profile.Catalog
+	targets  *Targets
+	assemble *Assembler
+	deliver  *Deliverer
+	activity *Activity
+	replies  *Replier
+	metrics  *Metrics
+	logger   *slog.Logger
+}
+
+// NewStages wires the stages.
+func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer, act *Activity, rep *Replier, m *Metrics, logger *slog.Logger) *Stages {
+	return &Stages{catalog: cat, targets: t, assemble: asm, deliver: del, activity: act, replies: rep, metrics: m, logger: logger}
+}
+
+// Handle is the Watermill handler of a partition. A returned error is an infrastructure failure
+// only (retried with back-off, then poisoned); protocol outcomes are replies.
+func (s *Stages) Handle(msg *message.Message) error {
+	ctx := msg.Context()
+	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
+	if n, _ := strconv.Atoi(msg.Metadata.Get(MetaNumDelivered)); n > 1 {
+		s.metrics.Redeliveries.Inc()
+	}
+	env, err := profile.DecodeEnvelope(msg.Payload)
+	if err != nil {
+		// Gateways store only decodable packets; anything else was published by someone else.
+		s.metrics.Packets.WithLabelValues("undecodable").Inc()
+		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
+		return nil
+	}
+	if _, ok := s.catalog.Accepts(profile.FromAgent, env.Type); !ok {
+		s.metrics.Packets.WithLabelValues("dropped").Inc()
+		return nil
+	}
+	s.metrics.Packets.WithLabelValues(env.Type).Inc()
+	b, err := s.targets.Resolve(ctx, env.ChannelID)
+	var pe *profile.Error
+	if errors.As(err, &pe) {
+		// Closed between the gateway's check and now (P-ERR-2).
+		return s.replies.Error(ctx, from, env, pe)
+	}
+	if err != nil {
+		return err
+	}
+	p, rej := Validate(s.catalog, env)
+	if rej != nil {
+		if rej.MessageID != "" {
+			return s.replies.Ack(ctx, from, env, profile.Rejected(rej.MessageID, rej.Err))
+		}
+		return s.replies.Error(ctx, from, env, rej.Err)
+	}
+	switch {
+	case p.Message != nil:
+		return s.deliver.Deliver(ctx, from, env, *p.Message, b)
+	case p.Delta != nil:
+		perr, err := s.assemble.Apply(ctx, b, *p.Delta, s.deliver.Completed(b.Channel, p.Delta.MessageID))
+		if err != nil {
+			return err
+		}
+		if perr != nil {
+			return s.replies.Error(ctx, from, env, perr)
+		}
+	case p.Activity != nil:
+		s.activity.Show(b, *p.Activity)
+	case p.Ack != nil:
+		// Acks of user messages belong to the send path; none is pending on the receive path.
+		s.metrics.Packets.WithLabelValues("ack_unknown").Inc()
+	}
+	return nil
+}
+
+// ChannelClosed drops every piece of a closed channel's state held in this worker.
+func (s *Stages) ChannelClosed(channel string) {
+	s.assemble.DropChannel(channel)
+	s.activity.Drop(channel)
+	s.deliver.done.dropChannel(channel)
+	s.targets.Forget(channel)
+}
+
+// PoisonHandler answers packets a partition gave up on: a chat.message still gets its one ack,
+// `rejected` `internal_error` with retryable=true (xAgent retransmits it later).
+func (s *Stages) PoisonHandler(msg *message.Message) error {
+	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
+	env, err := profile.DecodeEnvelope(msg.Payload)
+	if err != nil || env.Type != profile.TypeMessage {
+		return nil
+	}
+	id := profile.MessageIDOf(env.Payload)
+	if id == "" {
+		return nil
+	}
+	s.logger.Error("final_poisoned", "channel", env.ChannelID, "message_id", id, "packet_id", env.PacketID, "stage", "deliver", "reason", msg.Metadata.Get("reason_poisoned"))
+	return s.replies.Ack(context.Background(), from, env, profile.Rejected(id, profile.Errorf(profile.CodeInternal, "ximd could not process the message; retry later")))
+}
+
+func errorCode(err error) string {
+	var pe *profile.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return profile.CodeTargetUnavailable
+	}
+	return "error"
+}

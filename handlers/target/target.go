@@ -1,0 +1,175 @@
+package target
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Streaming and activity capability values (edge-api §7).
+const (
+	// StreamingEdit: the target message is created on the first displayed
+	// delta and then edited in place; the Target implements [Editor].
+	StreamingEdit = "edit"
+	// StreamingNone: deltas are buffered and the message is sent once, at
+	// the final; the Target does not implement [Editor].
+	StreamingNone = "none"
+
+	// ActivityStatus: thinking and tool (with the tool name) are shown as
+	// such; the Target implements [ActivityShower].
+	ActivityStatus = "status"
+	// ActivityTyping: thinking and tool are both degraded to a typing
+	// indicator (profile P-ACT-4); the Target implements [ActivityShower].
+	ActivityTyping = "typing"
+	// ActivityNone: nothing is shown; the Target does not implement
+	// [ActivityShower].
+	ActivityNone = "none"
+)
+
+// Activity statuses passed to [ActivityShower.ShowActivity]. The first
+// three are the profile's (P-ACT-1); StatusTyping is a plain typing
+// indicator for callers that have nothing more specific to show.
+const (
+	StatusThinking = "thinking"
+	StatusTool     = "tool"
+	StatusIdle     = "idle"
+	StatusTyping   = "typing"
+)
+
+// Capabilities of a bound target (edge-api §7). They are reported in the
+// channel's API representation and decide how deltas and activity are
+// displayed.
+type Capabilities struct {
+	// Streaming is [StreamingEdit] or [StreamingNone].
+	Streaming string `json:"streaming"`
+	// Activity is [ActivityStatus], [ActivityTyping] or [ActivityNone].
+	Activity string `json:"activity"`
+}
+
+// File is one file of a message as the target receives it.
+type File struct {
+	// Type is the profile's file type (e.g. "image", "file").
+	Type string
+	// FileRef is ximd's file reference.
+	FileRef string
+	// Filename is the display name.
+	Filename string
+	// MimeType is the media type of the bytes.
+	MimeType string
+	// ByteSize is the size of the bytes.
+	ByteSize int64
+	// URL is an absolute signed link to /files/refs/{file_ref} under
+	// XIM_PUBLIC_URL, from which the target fetches the bytes.
+	URL string
+}
+
+// Message is the whole content of one target message: on create, on every
+// edit, and at the final. Text is always the whole text so far, never an
+// increment.
+type Message struct {
+	// Text is the whole text so far.
+	Text string
+	// Files are the message's files; only a final carries them
+	// (profile P-DLT-5).
+	Files []File
+	// Final is true for the final content of the message.
+	Final bool
+	// IdempotencyKey is "<connector_channel_id>:<message_id>"; set on
+	// create ([Sender.Send]), so a target that has already created the
+	// message may answer with the same target message id.
+	IdempotencyKey string
+}
+
+// Activity is a temporary status to show (profile §8).
+type Activity struct {
+	// Status is one of [StatusThinking], [StatusTool], [StatusTyping],
+	// [StatusIdle]. StatusIdle clears a shown status.
+	Status string
+	// ToolName names the tool when Status is [StatusTool]; ignored otherwise.
+	ToolName string
+}
+
+// Sender is what every target can do: create a message, either final or,
+// on a target that also implements [Editor], the first streamed part. It
+// returns the target's id of the created message.
+type Sender interface {
+	Send(ctx context.Context, m Message) (targetMessageID string, err error)
+}
+
+// Editor is optional (capability streaming "edit"): it replaces the whole
+// text (and files) of a message the target created with Send.
+type Editor interface {
+	Edit(ctx context.Context, targetMessageID string, m Message) error
+}
+
+// ActivityShower is optional (capability activity "status" or "typing"):
+// it shows a temporary status, degraded as the capability says. A failure
+// to show a status must never affect messages (profile P-ACT-6).
+type ActivityShower interface {
+	ShowActivity(ctx context.Context, a Activity) error
+}
+
+// Target is one bound target instance: one channel's binding. It is safe
+// for concurrent use. It implements [Editor] exactly when
+// Capabilities().Streaming is [StreamingEdit], and [ActivityShower]
+// exactly when Capabilities().Activity is not [ActivityNone].
+type Target interface {
+	Sender
+	Capabilities() Capabilities
+}
+
+// Adapter builds targets from a channel's `target.config` JSON
+// (edge-api §4).
+type Adapter interface {
+	// Name is the value of `target.adapter` that selects this adapter.
+	Name() string
+	// Open validates config and returns a Target. A bad config is a
+	// *profile.Error with code invalid_descriptor naming the field.
+	Open(config json.RawMessage) (Target, error)
+	// Public returns config with every secret removed, for the channels
+	// API; it never echoes a secret. A bad config is an error as in Open.
+	Public(config json.RawMessage) (json.RawMessage, error)
+}
+
+// Registry holds adapters by name. It is immutable after NewRegistry and
+// safe for concurrent use.
+type Registry struct {
+	byName map[string]Adapter
+	names  []string
+}
+
+// NewRegistry returns a registry of the given adapters. It panics on a nil
+// adapter, an empty name or two adapters of the same name: those are
+// programming errors of the process's wiring, like a duplicate
+// http.ServeMux pattern.
+func NewRegistry(adapters ...Adapter) *Registry {
+	r := &Registry{byName: make(map[string]Adapter, len(adapters))}
+	for _, a := range adapters {
+		if a == nil {
+			panic("target: NewRegistry: nil adapter")
+		}
+		name := a.Name()
+		if name == "" {
+			panic("target: NewRegistry: adapter with empty name")
+		}
+		if _, dup := r.byName[name]; dup {
+			panic(fmt.Sprintf("target: NewRegistry: duplicate adapter %q", name))
+		}
+		r.byName[name] = a
+		r.names = append(r.names, name)
+	}
+	sort.Strings(r.names)
+	return r
+}
+
+// Lookup returns the adapter called name.
+func (r *Registry) Lookup(name string) (Adapter, bool) {
+	a, ok := r.byName[name]
+	return a, ok
+}
+
+// Names returns the names of all adapters, sorted. The slice is a copy.
+func (r *Registry) Names() []string {
+	return append([]string(nil), r.names...)
+}

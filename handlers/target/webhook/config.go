@@ -1,0 +1,192 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/profile"
+)
+
+// Config defaults and bounds (see the package documentation).
+const (
+	// DefaultStreaming is used when the config has no "streaming".
+	DefaultStreaming = target.StreamingEdit
+	// DefaultActivity is used when the config has no "activity".
+	DefaultActivity = target.ActivityTyping
+	// DefaultTimeout bounds each HTTP call when the config has no "timeout".
+	DefaultTimeout = 10 * time.Second
+	// MaxTimeout is the largest accepted "timeout": a stuck target must not
+	// hold a channel's delivery for longer.
+	MaxTimeout = 5 * time.Minute
+)
+
+// fieldPrefix names config fields in errors as they appear in the body of
+// PUT /v1/channels/{id}.
+const fieldPrefix = "target.config."
+
+// config is a validated webhook config.
+type config struct {
+	url       *url.URL
+	chatID    string
+	secret    []byte
+	streaming string
+	activity  string
+	timeout   time.Duration
+}
+
+// publicConfig is the config as the channels API shows it: defaults filled
+// in, no secret.
+type publicConfig struct {
+	URL       string `json:"url"`
+	ChatID    string `json:"chat_id"`
+	Streaming string `json:"streaming"`
+	Activity  string `json:"activity"`
+	Timeout   string `json:"timeout"`
+}
+
+// parseConfig decodes and validates a webhook config. Every error is a
+// *profile.Error with code invalid_descriptor naming the field; none
+// contains the secret.
+func parseConfig(raw json.RawMessage) (*config, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, invalid("target.config", "required")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, invalid("target.config", "must be a JSON object")
+	}
+	var unknown []string
+	for k := range fields {
+		switch k {
+		case "url", "chat_id", "secret", "streaming", "activity", "timeout":
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, invalid(fieldPrefix+unknown[0], "unknown field")
+	}
+
+	c := &config{streaming: DefaultStreaming, activity: DefaultActivity, timeout: DefaultTimeout}
+
+	rawURL, err := stringField(fields, "url", true)
+	if err != nil {
+		return nil, err
+	}
+	if c.url, err = parseTargetURL(rawURL); err != nil {
+		return nil, err
+	}
+	if c.chatID, err = stringField(fields, "chat_id", true); err != nil {
+		return nil, err
+	}
+	secret, err := stringField(fields, "secret", true)
+	if err != nil {
+		return nil, err
+	}
+	c.secret = []byte(secret)
+
+	if s, err := stringField(fields, "streaming", false); err != nil {
+		return nil, err
+	} else if s != "" {
+		switch s {
+		case target.StreamingEdit, target.StreamingNone:
+			c.streaming = s
+		default:
+			return nil, invalid(fieldPrefix+"streaming", `must be "edit" or "none"`)
+		}
+	}
+	if s, err := stringField(fields, "activity", false); err != nil {
+		return nil, err
+	} else if s != "" {
+		switch s {
+		case target.ActivityStatus, target.ActivityTyping, target.ActivityNone:
+			c.activity = s
+		default:
+			return nil, invalid(fieldPrefix+"activity", `must be "status", "typing" or "none"`)
+		}
+	}
+	if s, err := stringField(fields, "timeout", false); err != nil {
+		return nil, err
+	} else if s != "" {
+		d, perr := time.ParseDuration(s)
+		switch {
+		case perr != nil:
+			return nil, invalid(fieldPrefix+"timeout", `must be a Go duration such as "10s"`)
+		case d <= 0:
+			return nil, invalid(fieldPrefix+"timeout", "must be positive")
+		case d > MaxTimeout:
+			return nil, invalid(fieldPrefix+"timeout", "must be at most "+MaxTimeout.String())
+		}
+		c.timeout = d
+	}
+	return c, nil
+}
+
+// stringField reads fields[name] as a JSON string. A required field must be
+// present and non-empty; an optional one that is absent, null or "" reads
+// as "".
+func stringField(fields map[string]json.RawMessage, name string, required bool) (string, error) {
+	raw, ok := fields[name]
+	if !ok || bytes.Equal(raw, []byte("null")) {
+		if required {
+			return "", invalid(fieldPrefix+name, "required")
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", invalid(fieldPrefix+name, "must be a string")
+	}
+	if required && s == "" {
+		return "", invalid(fieldPrefix+name, "must not be empty")
+	}
+	return s, nil
+}
+
+// parseTargetURL accepts an absolute http(s) URL with a host, no
+// user:password and no fragment.
+func parseTargetURL(s string) (*url.URL, error) {
+	const field = fieldPrefix + "url"
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, invalid(field, "not a valid URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, invalid(field, "must be an absolute http or https URL")
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return nil, invalid(field, "must be an absolute http or https URL with a host")
+	case u.User != nil:
+		return nil, invalid(field, "must not contain user information; use secret")
+	case u.Fragment != "" || strings.HasSuffix(s, "#"):
+		return nil, invalid(field, "must not contain a fragment")
+	}
+	return u, nil
+}
+
+// public is the config as the channels API shows it.
+func (c *config) public() publicConfig {
+	return publicConfig{
+		URL:       c.url.String(),
+		ChatID:    c.chatID,
+		Streaming: c.streaming,
+		Activity:  c.activity,
+		Timeout:   c.timeout.String(),
+	}
+}
+
+// capabilities of a target opened with c.
+func (c *config) capabilities() target.Capabilities {
+	return target.Capabilities{Streaming: c.streaming, Activity: c.activity}
+}
+
+// invalid is the invalid_descriptor error for field.
+func invalid(field, problem string) *profile.Error {
+	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
+}

@@ -1,0 +1,458 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/profile"
+)
+
+// Name is the adapter name, the value of `target.adapter`.
+const Name = "webhook"
+
+// Wire constants of edge-api §7.1.
+const (
+	// SignatureHeader carries "sha256=<hex HMAC-SHA256 of the raw body>".
+	SignatureHeader = "X-Xim-Signature"
+	// IdempotencyKeyHeader repeats the body's idempotency_key on
+	// POST {url}/messages (an addition to §7.1).
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// MaxResponseBytes is the most of an answer's body that is read.
+	MaxResponseBytes = 64 << 10
+	// MaxIdleConnsPerHost of the default transport: enough keep-alive
+	// connections for one busy target shared by many channels.
+	MaxIdleConnsPerHost = 256
+)
+
+// Options configure an [Adapter].
+type Options struct {
+	// Client makes the HTTP calls. Optional: nil means a client owned by
+	// the adapter with keep-alives, MaxIdleConnsPerHost idle connections
+	// per host and no redirect following. A given client is used as is;
+	// per-call timeouts are applied through the request context either way.
+	Client *http.Client
+	// Logger receives a debug record per call (method, path, status,
+	// duration; never a secret or a body). Optional: nil discards.
+	Logger *slog.Logger
+}
+
+// Adapter is the webhook [target.Adapter]. It is safe for concurrent use;
+// all targets it opens share its HTTP client.
+type Adapter struct {
+	client *http.Client
+	owned  bool // client was built by New; Close may close its connections
+	log    *slog.Logger
+}
+
+var _ target.Adapter = (*Adapter)(nil)
+
+// New returns the webhook adapter.
+func New(opts Options) *Adapter {
+	a := &Adapter{client: opts.Client, log: opts.Logger}
+	if a.client == nil {
+		a.client = newClient()
+		a.owned = true
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	return a
+}
+
+// newClient is the default client: pooled keep-alive connections, no
+// overall Timeout (each call has its own, from the config, through its
+// context), redirects answered as they are rather than followed, so a
+// signed POST is never replayed elsewhere or turned into a GET.
+func newClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4 * MaxIdleConnsPerHost
+	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	tr.IdleConnTimeout = 90 * time.Second
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// Name returns "webhook".
+func (a *Adapter) Name() string { return Name }
+
+// Open validates config and returns a target bound to it. The target
+// implements target.Editor only with streaming "edit" and
+// target.ActivityShower only with activity other than "none".
+func (a *Adapter) Open(config json.RawMessage) (target.Target, error) {
+	c, err := parseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	base := strings.TrimSuffix(c.url.EscapedPath(), "/")
+	w := &webhookTarget{
+		a:           a,
+		cfg:         c,
+		messagesURL: withPath(c.url, base+"/messages"),
+		activityURL: withPath(c.url, base+"/activity"),
+		messageBase: base + "/messages/",
+	}
+	edit := c.streaming == target.StreamingEdit
+	activity := c.activity != target.ActivityNone
+	switch {
+	case edit && activity:
+		return &editActivityTarget{w}, nil
+	case edit:
+		return &editTarget{w}, nil
+	case activity:
+		return &activityTarget{w}, nil
+	default:
+		return &sendTarget{w}, nil
+	}
+}
+
+// Public returns config with defaults filled in and the secret removed:
+// {"url","chat_id","streaming","activity","timeout"}.
+func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
+	c, err := parseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(c.public())
+}
+
+// Close closes the idle connections of a client built by New. A client
+// given in Options is left alone. Targets stay usable; they dial again.
+func (a *Adapter) Close() error {
+	if a.owned {
+		a.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// withPath returns u with the given escaped path; the query is kept.
+func withPath(u *url.URL, escapedPath string) string {
+	v := *u
+	v.RawPath = escapedPath
+	p, err := url.PathUnescape(escapedPath)
+	if err != nil { // cannot happen: built from EscapedPath and PathEscape
+		p = escapedPath
+	}
+	v.Path = p
+	return v.String()
+}
+
+// escapeID path-escapes a target message id as one segment; "." and ".."
+// are escaped too, so no server or proxy resolves them as dot-segments.
+func escapeID(id string) string {
+	switch id {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(id)
+}
+
+// The four concrete targets: which optional interfaces a target has is
+// decided by its type, so a type assertion tells the truth.
+type (
+	sendTarget         struct{ *webhookTarget }
+	editTarget         struct{ *webhookTarget }
+	activityTarget     struct{ *webhookTarget }
+	editActivityTarget struct{ *webhookTarget }
+)
+
+var (
+	_ target.Target         = (*sendTarget)(nil)
+	_ target.Target         = (*editTarget)(nil)
+	_ target.Editor         = (*editTarget)(nil)
+	_ target.Target         = (*activityTarget)(nil)
+	_ target.ActivityShower = (*activityTarget)(nil)
+	_ target.Target         = (*editActivityTarget)(nil)
+	_ target.Editor         = (*editActivityTarget)(nil)
+	_ target.ActivityShower = (*editActivityTarget)(nil)
+)
+
+// Edit implements target.Editor.
+func (t *editTarget) Edit(ctx context.Context, id string, m target.Message) error {
+	return t.edit(ctx, id, m)
+}
+
+// ShowActivity implements target.ActivityShower.
+func (t *activityTarget) ShowActivity(ctx context.Context, a target.Activity) error {
+	return t.showActivity(ctx, a)
+}
+
+// Edit implements target.Editor.
+func (t *editActivityTarget) Edit(ctx context.Context, id string, m target.Message) error {
+	return t.edit(ctx, id, m)
+}
+
+// ShowActivity implements target.ActivityShower.
+func (t *editActivityTarget) ShowActivity(ctx context.Context, a target.Activity) error {
+	return t.showActivity(ctx, a)
+}
+
+// webhookTarget is the shared implementation of the concrete targets.
+type webhookTarget struct {
+	a           *Adapter
+	cfg         *config
+	messagesURL string // {url}/messages
+	activityURL string // {url}/activity
+	messageBase string // escaped path prefix of {url}/messages/{id}
+}
+
+// Wire bodies of §7.1.
+type (
+	wireFile struct {
+		Type     string `json:"type"`
+		FileRef  string `json:"file_ref"`
+		Filename string `json:"filename"`
+		MimeType string `json:"mime_type"`
+		ByteSize int64  `json:"byte_size"`
+		URL      string `json:"url"`
+	}
+	createBody struct {
+		ChatID         string     `json:"chat_id"`
+		Text           string     `json:"text"`
+		Files          []wireFile `json:"files"`
+		Final          bool       `json:"final"`
+		IdempotencyKey string     `json:"idempotency_key"`
+	}
+	editBody struct {
+		ChatID string     `json:"chat_id"`
+		Text   string     `json:"text"`
+		Files  []wireFile `json:"files"`
+		Final  bool       `json:"final"`
+	}
+	activityBody struct {
+		ChatID   string `json:"chat_id"`
+		Status   string `json:"status"`
+		ToolName string `json:"tool_name,omitempty"`
+	}
+	createAnswer struct {
+		MessageID json.RawMessage `json:"message_id"`
+	}
+)
+
+// wireFiles is never nil, so "files" is always an array.
+func wireFiles(files []target.File) []wireFile {
+	out := make([]wireFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, wireFile{
+			Type: f.Type, FileRef: f.FileRef, Filename: f.Filename,
+			MimeType: f.MimeType, ByteSize: f.ByteSize, URL: f.URL,
+		})
+	}
+	return out
+}
+
+// Capabilities implements target.Target.
+func (t *webhookTarget) Capabilities() target.Capabilities { return t.cfg.capabilities() }
+
+// Send implements target.Sender: POST {url}/messages.
+func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, error) {
+	body, err := json.Marshal(createBody{
+		ChatID:         t.cfg.chatID,
+		Text:           m.Text,
+		Files:          wireFiles(m.Files),
+		Final:          m.Final,
+		IdempotencyKey: m.IdempotencyKey,
+	})
+	if err != nil {
+		return "", failed("POST /messages: encode body")
+	}
+	var id string
+	err = t.call(ctx, http.MethodPost, t.messagesURL, "POST /messages", body, m.IdempotencyKey, func(status int, answer []byte) error {
+		var a createAnswer
+		if json.Unmarshal(answer, &a) != nil {
+			return failed(fmt.Sprintf("POST /messages: HTTP %d answer is not {\"message_id\": ...}", status))
+		}
+		id = decodeID(a.MessageID)
+		if id == "" {
+			return failed(fmt.Sprintf("POST /messages: HTTP %d answer has no message_id", status))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// decodeID reads message_id as a JSON string or, leniently, a JSON number
+// (its literal); anything else is "".
+func decodeID(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		return s
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return ""
+		}
+		return n.String()
+	}
+	return ""
+}
+
+// edit is target.Editor: PATCH {url}/messages/{id} with the whole text.
+func (t *webhookTarget) edit(ctx context.Context, id string, m target.Message) error {
+	if id == "" {
+		return failed("PATCH /messages/{id}: empty target message id")
+	}
+	body, err := json.Marshal(editBody{
+		ChatID: t.cfg.chatID,
+		Text:   m.Text,
+		Files:  wireFiles(m.Files),
+		Final:  m.Final,
+	})
+	if err != nil {
+		return failed("PATCH /messages/{id}: encode body")
+	}
+	u := withPath(t.cfg.url, t.messageBase+escapeID(id))
+	return t.call(ctx, http.MethodPatch, u, "PATCH /messages/{id}", body, "", nil)
+}
+
+// showActivity is target.ActivityShower: POST {url}/activity, degraded as
+// the activity capability says.
+func (t *webhookTarget) showActivity(ctx context.Context, a target.Activity) error {
+	b := activityBody{ChatID: t.cfg.chatID}
+	switch a.Status {
+	case target.StatusIdle:
+		b.Status = target.StatusIdle
+	case target.StatusThinking, target.StatusTool, target.StatusTyping:
+		switch {
+		case t.cfg.activity == target.ActivityTyping:
+			b.Status = target.StatusTyping
+		case a.Status == target.StatusTool:
+			b.Status, b.ToolName = target.StatusTool, a.ToolName
+		default:
+			b.Status = a.Status
+		}
+	default:
+		return failed(fmt.Sprintf("POST /activity: unknown status %q", a.Status))
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return failed("POST /activity: encode body")
+	}
+	return t.call(ctx, http.MethodPost, t.activityURL, "POST /activity", body, "", nil)
+}
+
+// call makes one signed HTTP call and maps its outcome to a *profile.Error
+// (edge-api §7.1). onOK, if not nil, reads the body of a 2xx answer.
+// op names the call in errors and logs, without ids or query strings.
+func (t *webhookTarget) call(ctx context.Context, method, u, op string, body []byte, idemKey string, onOK func(status int, answer []byte) error) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.timeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return failed(op + ": build request")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(SignatureHeader, Sign(t.cfg.secret, body))
+	if idemKey != "" {
+		req.Header.Set(IdempotencyKeyHeader, idemKey)
+	}
+
+	start := time.Now()
+	resp, err := t.a.client.Do(req)
+	if err != nil {
+		t.a.log.LogAttrs(ctx, slog.LevelDebug, "webhook_call_failed",
+			slog.String("op", op), slog.Duration("duration", time.Since(start)))
+		return transportError(op, err)
+	}
+	defer resp.Body.Close()
+	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	t.a.log.LogAttrs(ctx, slog.LevelDebug, "webhook_call",
+		slog.String("op", op), slog.Int("status", resp.StatusCode),
+		slog.Duration("duration", time.Since(start)))
+
+	if perr := statusError(op, resp.StatusCode); perr != nil {
+		return perr
+	}
+	if onOK == nil {
+		return nil
+	}
+	if readErr != nil {
+		return transportError(op, readErr)
+	}
+	if len(answer) > MaxResponseBytes {
+		return failed(fmt.Sprintf("%s: HTTP %d answer larger than %d bytes", op, resp.StatusCode, MaxResponseBytes))
+	}
+	return onOK(resp.StatusCode, answer)
+}
+
+// statusError maps a non-2xx HTTP status to its target code; nil for 2xx.
+// Retryable comes from the profile's code table.
+func statusError(op string, status int) *profile.Error {
+	var code string
+	switch {
+	case status >= 200 && status <= 299:
+		return nil
+	case status == http.StatusTooManyRequests:
+		code = profile.CodeTargetRateLimited
+	case status >= 500:
+		code = profile.CodeTargetUnavailable
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		code = profile.CodeTargetAuthFailed
+	default:
+		code = profile.CodeTargetDeliveryFailed
+	}
+	return profile.Errorf(code, "%s: HTTP %d", op, status)
+}
+
+// transportError maps a failed call (no HTTP answer) to its target code and
+// wraps the cause (without the URL) so errors.Is finds context errors.
+func transportError(op string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // its text would repeat the URL
+	}
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+	)
+	if errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &invalidErr) {
+		return fmt.Errorf("%w: %w", failed(op+": TLS certificate not accepted"), err)
+	}
+	reason := "connection failed"
+	var nerr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()):
+		reason = "timeout"
+	case errors.Is(err, context.Canceled):
+		reason = "canceled"
+	}
+	return fmt.Errorf("%w: %w", profile.Errorf(profile.CodeTargetUnavailable, "%s: %s", op, reason), err)
+}
+
+// failed is a target_delivery_failed error (not retryable).
+func failed(msg string) *profile.Error {
+	return profile.Errorf(profile.CodeTargetDeliveryFailed, "%s", msg)
+}

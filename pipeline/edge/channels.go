@@ -1,0 +1,247 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/pipeline/channels"
+	"github.com/ximd/ximd/profile"
+)
+
+// Stats are a channel's counters in GET /v1/channels/{id}.
+type Stats struct {
+	PendingOutbound  int    `json:"pending_outbound"`
+	OpenDeltaBuffers int    `json:"open_delta_buffers"`
+	CompletedIDs     uint64 `json:"completed_ids"`
+}
+
+// Failure is one recent terminal failure of a channel.
+type Failure struct {
+	MessageID string `json:"message_id"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	At        int64  `json:"at"`
+}
+
+// ChannelState supplies the live parts of a channel's representation and purges its state.
+type ChannelState interface {
+	Stats(ctx context.Context, channel string) (Stats, error)
+	Failures(ctx context.Context, channel string) ([]Failure, error)
+	// Purge removes every piece of the channel's temporary state (P-STATE-7).
+	Purge(ctx context.Context, channel string) error
+}
+
+// ChannelsAPI serves /v1/channels (edge-api §4).
+type ChannelsAPI struct {
+	reg      *channels.Registry
+	adapters *target.Registry
+	state    ChannelState
+	logger   *slog.Logger
+}
+
+// NewChannelsAPI returns the channels API.
+func NewChannelsAPI(reg *channels.Registry, adapters *target.Registry, state ChannelState, logger *slog.Logger) *ChannelsAPI {
+	return &ChannelsAPI{reg: reg, adapters: adapters, state: state, logger: logger}
+}
+
+// SupportedProfiles are the Card's supports.profiles (P-DECL-2).
+var SupportedProfiles = []string{profile.IM}
+
+func (a *ChannelsAPI) register(mux *http.ServeMux, auth func(http.Handler) http.Handler) {
+	mux.Handle("GET /v1/channels", auth(http.HandlerFunc(a.list)))
+	mux.Handle("PUT /v1/channels/{id}", auth(http.HandlerFunc(a.put)))
+	mux.Handle("GET /v1/channels/{id}", auth(http.HandlerFunc(a.get)))
+	mux.Handle("DELETE /v1/channels/{id}", auth(http.HandlerFunc(a.delete)))
+}
+
+type descriptor struct {
+	Connection *channels.Connection `json:"connection"`
+	Target     *channels.Binding    `json:"target"`
+}
+
+type channelView struct {
+	ID         string              `json:"connector_channel_id"`
+	Status     string              `json:"status"`
+	Connection channels.Connection `json:"connection"`
+	Target     targetView          `json:"target"`
+	Stats      *Stats              `json:"stats,omitempty"`
+	Failures   *[]Failure          `json:"failures,omitempty"`
+}
+
+type targetView struct {
+	Adapter      string               `json:"adapter"`
+	Capabilities target.Capabilities  `json:"capabilities"`
+	Config       json.RawMessage      `json:"config,omitempty"`
+}
+
+func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !profile.ValidChannelID(id) {
+		WriteError(w, profile.Errorf(profile.CodeInvalidChannelID, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "body: %v", err))
+		return
+	}
+	var d descriptor
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "body: %v", err))
+		return
+	}
+	if dec.More() {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "body: trailing data"))
+		return
+	}
+	if d.Connection == nil || d.Target == nil {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection and target are required"))
+		return
+	}
+	if d.Connection.TargetType != "im" {
+		WriteError(w, profile.Errorf(profile.CodeTargetTypeNotSupported, "connection.target_type %q: only \"im\" is supported", d.Connection.TargetType))
+		return
+	}
+	if len(d.Connection.Profiles) == 0 {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection.profiles must not be empty"))
+		return
+	}
+	for _, p := range d.Connection.Profiles {
+		if !slices.Contains(SupportedProfiles, p) {
+			WriteError(w, profile.Errorf(profile.CodeProfileNotSupported, "connection.profiles: %q is not in the Card", p))
+			return
+		}
+	}
+	ad, ok := a.adapters.Lookup(d.Target.Adapter)
+	if !ok {
+		WriteError(w, profile.Errorf(profile.CodeUnknownAdapter, "target.adapter %q: known adapters are %v", d.Target.Adapter, a.adapters.Names()))
+		return
+	}
+	if len(d.Target.Config) == 0 {
+		d.Target.Config = json.RawMessage("{}")
+	}
+	if _, err := ad.Open(d.Target.Config); err != nil {
+		WriteError(w, asDescriptorError(err))
+		return
+	}
+	ch, err := a.reg.Put(r.Context(), channels.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: nowMillis()})
+	if err != nil {
+		a.logger.Error("channel_put_failed", "channel", id, "err", err)
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel could not be stored"))
+		return
+	}
+	a.logger.Info("channel_opened", "channel", id, "adapter", ch.Target.Adapter)
+	v, err := a.view(ch)
+	if err != nil {
+		WriteError(w, asDescriptorError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *ChannelsAPI) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ch, ok, err := a.lookup(r.Context(), id)
+	if err != nil {
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel registry unavailable"))
+		return
+	}
+	if !ok {
+		WriteError(w, profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open", id))
+		return
+	}
+	v, err := a.view(ch)
+	if err != nil {
+		WriteError(w, asDescriptorError(err))
+		return
+	}
+	st, err := a.state.Stats(r.Context(), id)
+	if err != nil {
+		a.logger.Warn("channel_stats_failed", "channel", id, "err", err)
+	}
+	fs, err := a.state.Failures(r.Context(), id)
+	if err != nil {
+		a.logger.Warn("channel_failures_failed", "channel", id, "err", err)
+	}
+	if fs == nil {
+		fs = []Failure{}
+	}
+	v.Stats, v.Failures = &st, &fs
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *ChannelsAPI) list(w http.ResponseWriter, _ *http.Request) {
+	out := []channelView{}
+	for _, ch := range a.reg.List() {
+		v, err := a.view(ch)
+		if err != nil {
+			continue
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
+}
+
+func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !profile.ValidChannelID(id) {
+		WriteError(w, profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open", id))
+		return
+	}
+	ok, err := a.reg.Delete(r.Context(), id)
+	if err != nil {
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel registry unavailable"))
+		return
+	}
+	if !ok {
+		WriteError(w, profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open", id))
+		return
+	}
+	if err := a.state.Purge(r.Context(), id); err != nil {
+		a.logger.Error("channel_purge_failed", "channel", id, "err", err)
+	}
+	a.logger.Info("channel_deleted", "channel", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *ChannelsAPI) lookup(ctx context.Context, id string) (channels.Channel, bool, error) {
+	if !profile.ValidChannelID(id) {
+		return channels.Channel{}, false, nil
+	}
+	return a.reg.Lookup(ctx, id)
+}
+
+// view is the API representation: never a secret (edge-api §2).
+func (a *ChannelsAPI) view(ch channels.Channel) (channelView, error) {
+	ad, ok := a.adapters.Lookup(ch.Target.Adapter)
+	if !ok {
+		return channelView{}, profile.Errorf(profile.CodeUnknownAdapter, "adapter %q not available", ch.Target.Adapter)
+	}
+	t, err := ad.Open(ch.Target.Config)
+	if err != nil {
+		return channelView{}, err
+	}
+	pub, err := ad.Public(ch.Target.Config)
+	if err != nil {
+		return channelView{}, err
+	}
+	return channelView{ID: ch.ID, Status: "open", Connection: ch.Connection,
+		Target: targetView{Adapter: ch.Target.Adapter, Capabilities: t.Capabilities(), Config: pub}}, nil
+}
+
+func asDescriptorError(err error) *profile.Error {
+	var pe *profile.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return profile.Errorf(profile.CodeInvalidDescriptor, "target.config: %v", err)
+}

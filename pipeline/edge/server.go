@@ -1,0 +1,149 @@
+// Package edge is ximd's HTTP edge (edge-api §1-6): health, readiness and metrics, the Card,
+// the channels API, the WebSocket packet stream and the Transfer Plane routes, all behind the
+// bearer token where the contract says so.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ximd/ximd/profile"
+)
+
+//go:embed card.json
+var cardJSON []byte
+
+// Config configures the edge.
+type Config struct {
+	// Token is XIM_AGENT_TOKEN; compared in constant time, never logged.
+	Token string
+	// Version is reported in the Card.
+	Version string
+}
+
+// Edge is the HTTP handler of a gateway.
+type Edge struct {
+	cfg      Config
+	mux      *http.ServeMux
+	tokenSum [32]byte
+	card     []byte
+	logger   *slog.Logger
+
+	readyMu   sync.Mutex
+	readyAt   time.Time
+	readyErr  error
+	readiness func(ctx context.Context) error
+}
+
+// Parts are the components the edge serves.
+type Parts struct {
+	Gateway  http.Handler // GET /v1/ws
+	Channels *ChannelsAPI
+	Files    http.Handler // /files/...
+	Inbound  http.Handler // optional: /v1/targets/... (own signatures, no bearer token)
+	Gatherer prometheus.Gatherer
+	// Ready reports whether NATS and every stream, bucket and consumer is there.
+	Ready func(ctx context.Context) error
+}
+
+// New builds the edge's routes.
+func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
+	e := &Edge{cfg: cfg, mux: http.NewServeMux(), tokenSum: sha256.Sum256([]byte(cfg.Token)), logger: logger, readiness: p.Ready}
+	var card map[string]any
+	if err := json.Unmarshal(cardJSON, &card); err != nil {
+		return nil, err
+	}
+	card["version"] = cfg.Version
+	e.card, _ = json.Marshal(card)
+
+	e.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	e.mux.HandleFunc("GET /readyz", e.ready)
+	e.mux.Handle("GET /metrics", promhttp.HandlerFor(p.Gatherer, promhttp.HandlerOpts{}))
+	e.mux.Handle("GET /v1/card", e.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(e.card)
+	})))
+	e.mux.Handle("GET /v1/ws", e.auth(p.Gateway))
+	p.Channels.register(e.mux, e.auth)
+	e.mux.Handle("/files/", p.Files) // the files handler checks the token or a signed link itself
+	if p.Inbound != nil {
+		e.mux.Handle("/v1/targets/", p.Inbound)
+	}
+	e.mux.Handle("/v1/", e.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})))
+	return e, nil
+}
+
+// ServeHTTP serves the edge.
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.mux.ServeHTTP(w, r) }
+
+// Authorized reports whether r carries the bearer token (constant time, edge-api §2).
+func (e *Edge) Authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(h[len(prefix):]))
+	return subtle.ConstantTimeCompare(sum[:], e.tokenSum[:]) == 1
+}
+
+func (e *Edge) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !e.Authorized(r) {
+			WriteError(w, profile.Errorf(profile.CodeUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ready answers 200 once NATS and every stream, bucket and consumer exist (cached for 1s).
+func (e *Edge) ready(w http.ResponseWriter, r *http.Request) {
+	e.readyMu.Lock()
+	if time.Since(e.readyAt) > time.Second {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		e.readyErr = e.readiness(ctx)
+		cancel()
+		e.readyAt = time.Now()
+	}
+	err := e.readyErr
+	e.readyMu.Unlock()
+	if err != nil {
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "not ready: %v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// WriteError writes the JSON error body {"code","message"} with the code's HTTP status.
+func WriteError(w http.ResponseWriter, e *profile.Error) {
+	status := http.StatusInternalServerError
+	if info, ok := profile.Lookup(e.Code); ok && info.HTTPStatus != 0 {
+		status = info.HTTPStatus
+	}
+	writeJSON(w, status, map[string]string{"code": e.Code, "message": e.Message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,443 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+)
+
+// Subprotocol is the WebSocket subprotocol of the packet stream (edge-api §5).
+const Subprotocol = "xagent.connector.packet.v1"
+
+// GatewayConfig configures the WebSocket packet gateway.
+type GatewayConfig struct {
+	// ID names this gateway instance (a subject token); replies for its connections arrive on
+	// xim.gw.<ID>.reply.
+	ID string
+	// MaxPacketBytes (XIM_MAX_PACKET_BYTES) is the largest frame accepted; larger frames are
+	// answered packet_too_large and the connection keeps working.
+	MaxPacketBytes int64
+	// DrainLimit is the largest frame that is read and discarded to keep the connection; a larger
+	// one closes it with status 1009.
+	DrainLimit int64
+	// SendQueue is the number of outbound packets buffered per connection.
+	SendQueue int
+	// WriteTimeout closes a connection that does not take a packet within it (slow reader).
+	WriteTimeout time.Duration
+}
+
+// Gateway terminates xAgent WebSocket connections: it checks each frame in the order of
+// edge-api §5, makes accepted packets durable in XIM_IN, and writes replies and outbound packets
+// to live connections.
+type Gateway struct {
+	cfg     GatewayConfig
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	catalog *profile.Catalog
+	isOpen  func(ctx context.Context, id string) (bool, error)
+	metrics *gatewayMetrics
+	logger  *slog.Logger
+
+	mu    sync.RWMutex
+	conns map[string]*wsConn
+	order []string
+	seq   atomic.Uint64
+	sub   *nats.Subscription
+	wg    sync.WaitGroup
+}
+
+type gatewayMetrics struct {
+	frames    *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
+	conns     prometheus.Gauge
+	replies   *prometheus.CounterVec
+	published prometheus.Counter
+}
+
+func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
+	m := &gatewayMetrics{
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_gateway_frames_total", Help: "WebSocket frames received, by outcome (stored, invalid, too_large, channel_not_open, dropped, publish_failed).",
+		}, []string{"outcome"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_packets_dropped_total", Help: "Packets dropped silently because their type is outside the IM v2 catalog (P-ERR-1), by type.",
+		}, []string{"type"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ximd_gateway_connections", Help: "Open xAgent WebSocket connections on this gateway.",
+		}),
+		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_gateway_replies_total", Help: "Packets written to xAgent connections, by outcome (sent, rerouted, no_connection).",
+		}, []string{"outcome"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ximd_gateway_packets_stored_total", Help: "Packets made durable in XIM_IN.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.frames, m.dropped, m.conns, m.replies, m.published)
+	}
+	return m
+}
+
+// NewGateway returns a gateway publishing through nc and subscribes to its reply subject.
+// isOpen reports whether a channel is open.
+func NewGateway(cfg GatewayConfig, nc *nats.Conn, cat *profile.Catalog, isOpen func(ctx context.Context, id string) (bool, error), reg prometheus.Registerer, logger *slog.Logger) (*Gateway, error) {
+	if cfg.MaxPacketBytes <= 0 {
+		cfg.MaxPacketBytes = 1 << 20
+	}
+	if cfg.DrainLimit < cfg.MaxPacketBytes {
+		cfg.DrainLimit = 16 * cfg.MaxPacketBytes
+	}
+	if cfg.SendQueue <= 0 {
+		cfg.SendQueue = 4096
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	g := &Gateway{cfg: cfg, nc: nc, catalog: cat, isOpen: isOpen, metrics: newGatewayMetrics(reg), logger: logger, conns: map[string]*wsConn{}}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(8192),
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncErrHandler(g.publishFailed))
+	if err != nil {
+		return nil, err
+	}
+	g.js = js
+	subject, err := subjects.Reply(cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	if g.sub, err = nc.Subscribe(subject, g.onReply); err != nil {
+		return nil, err
+	}
+	if err := g.sub.SetPendingLimits(-1, 256<<20); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Close stops taking replies and closes every connection (status 1001, going away).
+func (g *Gateway) Close() {
+	_ = g.sub.Drain()
+	g.mu.Lock()
+	for _, c := range g.conns {
+		c.close(websocket.StatusGoingAway, "ximd shutting down")
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// Flush waits until every stored packet was acknowledged by JetStream (or ctx ends).
+func (g *Gateway) Flush(ctx context.Context) error {
+	select {
+	case <-g.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wsConn is one xAgent connection.
+type wsConn struct {
+	id     string
+	ws     *websocket.Conn
+	out    chan []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *wsConn) close(code websocket.StatusCode, reason string) {
+	c.once.Do(func() {
+		close(c.closed)
+		go c.ws.Close(code, reason)
+	})
+}
+
+// ServeHTTP upgrades GET /v1/ws (the caller has checked the bearer token).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}, InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	ws.SetReadLimit(g.cfg.DrainLimit)
+	c := &wsConn{id: strconv.FormatUint(g.seq.Add(1), 10), ws: ws, out: make(chan []byte, g.cfg.SendQueue), closed: make(chan struct{})}
+	g.add(c)
+	defer g.remove(c)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	g.wg.Add(1)
+	go g.writeLoop(ctx, c)
+	g.logger.Info("agent_connected", "conn", c.id, "remote", r.RemoteAddr)
+	buf := make([]byte, 0, 4096)
+	for {
+		typ, rd, err := ws.Reader(ctx)
+		if err != nil {
+			g.logger.Info("agent_disconnected", "conn", c.id, "reason", websocket.CloseStatus(err).String())
+			c.close(websocket.StatusNormalClosure, "")
+			return
+		}
+		buf = buf[:0]
+		frame, tooLarge, err := readFrame(rd, buf, g.cfg.MaxPacketBytes)
+		if err != nil {
+			g.logger.Info("agent_disconnected", "conn", c.id, "err", err)
+			c.close(websocket.StatusMessageTooBig, "frame above the drain limit")
+			return
+		}
+		buf = frame[:0]
+		if tooLarge {
+			g.metrics.frames.WithLabelValues("too_large").Inc()
+			g.replyError(c, profile.Envelope{}, profile.Errorf(profile.CodePacketTooLarge, "frame exceeds %d bytes", g.cfg.MaxPacketBytes))
+			continue
+		}
+		if typ != websocket.MessageText {
+			g.metrics.frames.WithLabelValues("invalid").Inc()
+			g.replyError(c, profile.Envelope{}, profile.Errorf(profile.CodeInvalidPacket, "binary frames are not packets"))
+			continue
+		}
+		g.handleFrame(ctx, c, frame)
+	}
+}
+
+// readFrame reads one frame into buf; past max it discards the rest and reports tooLarge.
+func readFrame(r io.Reader, buf []byte, max int64) ([]byte, bool, error) {
+	lr := io.LimitReader(r, max+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	if int64(len(buf)) <= max {
+		return buf, false, nil
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return buf, true, err
+	}
+	return buf, true, nil
+}
+
+// handleFrame applies edge-api §5 steps 1-4 to one frame.
+func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
+	env, err := profile.DecodeEnvelope(frame)
+	if err != nil {
+		g.metrics.frames.WithLabelValues("invalid").Inc()
+		g.replyError(c, env, asProfileError(err))
+		return
+	}
+	pt, ok := g.catalog.Accepts(profile.FromAgent, env.Type)
+	if !ok {
+		g.metrics.frames.WithLabelValues("dropped").Inc()
+		g.metrics.dropped.WithLabelValues(dropLabel(env.Type)).Inc()
+		return
+	}
+	if !profile.ValidChannelID(env.ChannelID) {
+		g.metrics.frames.WithLabelValues("invalid").Inc()
+		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$"))
+		return
+	}
+	open, err := g.isOpen(ctx, env.ChannelID)
+	if err != nil {
+		g.metrics.frames.WithLabelValues("publish_failed").Inc()
+		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "channel registry unavailable"))
+		return
+	}
+	if !open {
+		g.metrics.frames.WithLabelValues("channel_not_open").Inc()
+		g.replyError(c, env, profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open", env.ChannelID))
+		return
+	}
+	subject, err := subjects.In(env.ChannelID, pt.Kind)
+	if err != nil {
+		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
+		return
+	}
+	msgID, err := subjects.MsgID(env.ChannelID, env.PacketID)
+	if err != nil {
+		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
+		return
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	m.Header.Set(subjects.HeaderGateway, g.cfg.ID)
+	m.Header.Set(subjects.HeaderConn, c.id)
+	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(time.Now().UnixNano(), 10))
+	m.Data = append([]byte(nil), frame...)
+	if _, err := g.js.PublishMsgAsync(m); err != nil {
+		g.metrics.frames.WithLabelValues("publish_failed").Inc()
+		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
+		return
+	}
+	g.metrics.frames.WithLabelValues("stored").Inc()
+	g.metrics.published.Inc()
+}
+
+// publishFailed answers a packet JetStream did not store (stream full, NATS down): xAgent sends
+// it again; nothing was half-stored.
+func (g *Gateway) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
+	g.metrics.frames.WithLabelValues("publish_failed").Inc()
+	g.logger.Warn("packet_not_stored", "subject", m.Subject, "err", err)
+	env, _ := profile.DecodeEnvelope(m.Data)
+	g.mu.RLock()
+	c := g.conns[m.Header.Get(subjects.HeaderConn)]
+	g.mu.RUnlock()
+	if c != nil {
+		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
+	}
+}
+
+func (g *Gateway) replyError(c *wsConn, in profile.Envelope, e *profile.Error) {
+	pkt, err := profile.NewPacket(in.ChannelID, profile.TypeError, in.PacketID, profile.ErrorPayloadOf(e))
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(pkt)
+	g.enqueue(c, b)
+}
+
+// onReply routes a worker's reply to the connection the packet came from, else any live one.
+func (g *Gateway) onReply(m *nats.Msg) {
+	g.mu.RLock()
+	c := g.conns[m.Header.Get(subjects.HeaderConn)]
+	g.mu.RUnlock()
+	if c == nil {
+		c = g.any()
+		if c == nil {
+			g.metrics.replies.WithLabelValues("no_connection").Inc()
+			return
+		}
+		g.metrics.replies.WithLabelValues("rerouted").Inc()
+	}
+	g.enqueue(c, m.Data)
+}
+
+// Send writes an outbound packet to one live connection; false when there is none.
+func (g *Gateway) Send(b []byte) bool {
+	c := g.any()
+	if c == nil {
+		return false
+	}
+	return g.enqueue(c, b)
+}
+
+func (g *Gateway) enqueue(c *wsConn, b []byte) bool {
+	select {
+	case c.out <- b:
+		g.metrics.replies.WithLabelValues("sent").Inc()
+		return true
+	case <-c.closed:
+		return false
+	default:
+	}
+	t := time.NewTimer(g.cfg.WriteTimeout)
+	defer t.Stop()
+	select {
+	case c.out <- b:
+		g.metrics.replies.WithLabelValues("sent").Inc()
+		return true
+	case <-c.closed:
+		return false
+	case <-t.C:
+		g.logger.Warn("agent_slow_reader", "conn", c.id)
+		c.close(websocket.StatusPolicyViolation, "slow reader")
+		return false
+	}
+}
+
+func (g *Gateway) writeLoop(ctx context.Context, c *wsConn) {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case b := <-c.out:
+			wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+			err := c.ws.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusInternalError, "write failed")
+				return
+			}
+		}
+	}
+}
+
+func (g *Gateway) add(c *wsConn) {
+	g.mu.Lock()
+	g.conns[c.id] = c
+	g.order = append(g.order, c.id)
+	g.mu.Unlock()
+	g.metrics.conns.Inc()
+}
+
+func (g *Gateway) remove(c *wsConn) {
+	g.mu.Lock()
+	delete(g.conns, c.id)
+	for i, id := range g.order {
+		if id == c.id {
+			g.order = append(g.order[:i], g.order[i+1:]...)
+			break
+		}
+	}
+	g.mu.Unlock()
+	g.metrics.conns.Dec()
+}
+
+// any picks a live connection at random.
+func (g *Gateway) any() *wsConn {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if len(g.order) == 0 {
+		return nil
+	}
+	return g.conns[g.order[rand.IntN(len(g.order))]]
+}
+
+// Connections is the number of live xAgent connections.
+func (g *Gateway) Connections() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.conns)
+}
+
+func asProfileError(err error) *profile.Error {
+	var pe *profile.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return profile.Errorf(profile.CodeInvalidPacket, "%v", err)
+}
+
+// dropLabel bounds the label values of dropped types.
+func dropLabel(t string) string {
+	if len(t) > 40 {
+		return "other"
+	}
+	for _, prefix := range []string{"session.sync_", "history.", "ui."} {
+		if len(t) >= len(prefix) && t[:len(prefix)] == prefix {
+			return prefix + "*"
+		}
+	}
+	return "other"
+}

@@ -1,0 +1,225 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ximd/ximd/pipeline"
+)
+
+// Role selects what a process runs (edge-api §1).
+type Role string
+
+const (
+	// RoleAll runs one complete node: embedded NATS (unless NATSURL is set), edge and workers.
+	RoleAll Role = "all"
+	// RoleGateway runs only the HTTP/WebSocket edge against NATSURL.
+	RoleGateway Role = "gateway"
+	// RoleWorker runs only the pipeline consumers against NATSURL.
+	RoleWorker Role = "worker"
+)
+
+// Config is a process's whole configuration; every field comes from one XIM_* variable
+// (README "Configuration" lists them with their defaults and reasons).
+type Config struct {
+	Role Role
+
+	HTTPAddr   string // XIM_HTTP_ADDR
+	DataDir    string // XIM_DATA_DIR
+	NATSURL    string // XIM_NATS_URL
+	AgentToken string // XIM_AGENT_TOKEN (empty: <data dir>/agent-token)
+	PublicURL  string // XIM_PUBLIC_URL
+	LogLevel   string // XIM_LOG_LEVEL
+	LogFormat  string // XIM_LOG_FORMAT: auto, text, json
+	Instance   string // XIM_INSTANCE: this process's name in NATS connection names and replies
+
+	NATSPort        int           // XIM_NATS_PORT (embedded server client port)
+	NATSMonitorPort int           // XIM_NATS_MONITOR_PORT (embedded server monitoring port)
+	NATSSync        time.Duration // XIM_NATS_SYNC_INTERVAL (embedded server fsync interval)
+
+	EditInterval      time.Duration // XIM_EDIT_INTERVAL
+	ActivityTimeout   time.Duration // XIM_ACTIVITY_TIMEOUT
+	DeltaTTL          time.Duration // XIM_DELTA_TTL
+	MaxDeltaBuffers   int           // XIM_MAX_DELTA_BUFFERS
+	MaxDeltaBytes     int           // XIM_MAX_DELTA_BYTES
+	TargetRetryBudget time.Duration // XIM_TARGET_RETRY_BUDGET
+	TargetTimeout     time.Duration // XIM_TARGET_TIMEOUT
+	MaxPacketBytes    int64         // XIM_MAX_PACKET_BYTES
+	FileTTL           time.Duration // XIM_FILE_TTL
+	MaxFileBytes      int64         // XIM_MAX_FILE_BYTES
+	FilesMaxBytes     int64         // XIM_FILES_MAX_BYTES
+	FileLinkTTL       time.Duration // XIM_FILE_LINK_TTL
+
+	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES
+}
+
+// Defaults returns the documented defaults.
+func Defaults() Config {
+	return Config{
+		Role:              RoleAll,
+		HTTPAddr:          "127.0.0.1:8080",
+		DataDir:           "./data",
+		LogLevel:          "info",
+		LogFormat:         "auto",
+		NATSPort:          4222,
+		NATSMonitorPort:   8222,
+		EditInterval:      250 * time.Millisecond,
+		ActivityTimeout:   30 * time.Second,
+		DeltaTTL:          10 * time.Minute,
+		MaxDeltaBuffers:   10000,
+		MaxDeltaBytes:     1 << 20,
+		TargetRetryBudget: 5 * time.Second,
+		TargetTimeout:     10 * time.Second,
+		MaxPacketBytes:    1 << 20,
+		FileTTL:           24 * time.Hour,
+		MaxFileBytes:      64 << 20,
+		FilesMaxBytes:     10 << 30,
+		FileLinkTTL:       time.Hour,
+		Store:             pipeline.DefaultStoreConfig(),
+	}
+}
+
+// FromEnv reads every XIM_* variable through getenv over the defaults; it reports every bad
+// value at once.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Defaults()
+	var errs []error
+	str := func(name string, dst *string) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			*dst = v
+		}
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Errorf("%s=%q: want a Go duration like 250ms or 24h", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	i64 := func(name string, dst *int64) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			n, err := parseBytes(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
+				return
+			}
+			*dst = n
+		}
+	}
+	num := func(name string, dst *int) {
+		var n int64 = int64(*dst)
+		i64(name, &n)
+		*dst = int(n)
+	}
+	str("XIM_HTTP_ADDR", &c.HTTPAddr)
+	str("XIM_DATA_DIR", &c.DataDir)
+	str("XIM_NATS_URL", &c.NATSURL)
+	c.AgentToken = getenv("XIM_AGENT_TOKEN")
+	str("XIM_PUBLIC_URL", &c.PublicURL)
+	str("XIM_LOG_LEVEL", &c.LogLevel)
+	str("XIM_LOG_FORMAT", &c.LogFormat)
+	str("XIM_INSTANCE", &c.Instance)
+	port := func(name string, dst *int) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < -1 || n > 65535 {
+				errs = append(errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	port("XIM_NATS_PORT", &c.NATSPort)
+	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort)
+	dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
+	dur("XIM_EDIT_INTERVAL", &c.EditInterval)
+	dur("XIM_ACTIVITY_TIMEOUT", &c.ActivityTimeout)
+	dur("XIM_DELTA_TTL", &c.DeltaTTL)
+	num("XIM_MAX_DELTA_BUFFERS", &c.MaxDeltaBuffers)
+	num("XIM_MAX_DELTA_BYTES", &c.MaxDeltaBytes)
+	dur("XIM_TARGET_RETRY_BUDGET", &c.TargetRetryBudget)
+	dur("XIM_TARGET_TIMEOUT", &c.TargetTimeout)
+	i64("XIM_MAX_PACKET_BYTES", &c.MaxPacketBytes)
+	dur("XIM_FILE_TTL", &c.FileTTL)
+	i64("XIM_MAX_FILE_BYTES", &c.MaxFileBytes)
+	i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
+	dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
+	num("XIM_PARTITIONS", &c.Store.Partitions)
+	num("XIM_REPLICAS", &c.Store.Replicas)
+	dur("XIM_COMPLETED_TTL", &c.Store.CompletedTTL)
+	i64("XIM_COMPLETED_MAX_BYTES", &c.Store.CompletedMaxBytes)
+	dur("XIM_IN_MAX_AGE", &c.Store.InMaxAge)
+	i64("XIM_IN_MAX_BYTES", &c.Store.InMaxBytes)
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.HTTPAddr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	errs = append(errs, c.Validate())
+	return c, errors.Join(errs...)
+}
+
+// Validate reports every inconsistent setting at once.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Role {
+	case RoleAll:
+	case RoleGateway, RoleWorker:
+		if c.NATSURL == "" {
+			errs = append(errs, fmt.Errorf("ximd %s needs XIM_NATS_URL", c.Role))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown role %q (all, gateway, worker)", c.Role))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("XIM_LOG_LEVEL=%q: debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("XIM_LOG_FORMAT=%q: auto, text or json", c.LogFormat))
+	}
+	if !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		errs = append(errs, fmt.Errorf("XIM_PUBLIC_URL=%q: must be an absolute http(s) URL", c.PublicURL))
+	}
+	if c.MaxPacketBytes < 1024 || c.MaxPacketBytes > 4<<20 {
+		errs = append(errs, errors.New("XIM_MAX_PACKET_BYTES must be within 1 KiB..4 MiB"))
+	}
+	if c.TargetRetryBudget >= pipeline.PartitionAckWait {
+		errs = append(errs, fmt.Errorf("XIM_TARGET_RETRY_BUDGET must be below %s", pipeline.PartitionAckWait))
+	}
+	if c.DeltaTTL <= 0 || c.ActivityTimeout <= 0 || c.FileTTL <= 0 || c.TargetTimeout <= 0 {
+		errs = append(errs, errors.New("XIM_DELTA_TTL, XIM_ACTIVITY_TIMEOUT, XIM_FILE_TTL and XIM_TARGET_TIMEOUT must be > 0"))
+	}
+	if c.MaxFileBytes <= 0 || c.MaxDeltaBuffers <= 0 || c.MaxDeltaBytes <= 0 {
+		errs = append(errs, errors.New("XIM_MAX_FILE_BYTES, XIM_MAX_DELTA_BUFFERS and XIM_MAX_DELTA_BYTES must be > 0"))
+	}
+	errs = append(errs, c.Store.Validate())
+	return errors.Join(errs...)
+}
+
+// parseBytes reads an integer with an optional KiB/MiB/GiB suffix.
+func parseBytes(v string) (int64, error) {
+	mult := int64(1)
+	for _, s := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(v, s.suffix) {
+			v, mult = strings.TrimSuffix(v, s.suffix), s.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a non-negative integer, optionally with KiB, MiB or GiB")
+	}
+	return n * mult, nil
+}

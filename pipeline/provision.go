@@ -1,0 +1,195 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/subjects"
+)
+
+// StoreConfig bounds every stream and bucket ximd keeps (docs: README "State and limits").
+type StoreConfig struct {
+	// Partitions is the number of XIM_IN partitions (and partition consumers). All packets of a
+	// channel share one partition, so per-channel order holds with any number of workers.
+	Partitions int
+	// Replicas of every stream and bucket (1 for a single node, 3 on a cluster).
+	Replicas int
+	// InMaxAge bounds how long an unprocessed inbound packet is kept (workers down that long lose it).
+	InMaxAge time.Duration
+	// InMaxBytes bounds XIM_IN; when full, publishes are refused (the gateway answers `unavailable`,
+	// retryable), never silently dropped.
+	InMaxBytes int64
+	// DedupWindow is XIM_IN's Nats-Msg-Id duplicate window.
+	DedupWindow time.Duration
+	// CompletedTTL (XIM_COMPLETED_TTL) is how long completed message_ids are remembered.
+	CompletedTTL time.Duration
+	// CompletedMaxBytes bounds the completed-ID bucket; when full new finals are refused
+	// (`internal_error`, retryable) rather than forgetting IDs early.
+	CompletedMaxBytes int64
+	// DisplayMaxBytes bounds the bucket of streamed-message handles.
+	DisplayMaxBytes int64
+	// PoisonMaxAge is how long poisoned messages stay for inspection.
+	PoisonMaxAge time.Duration
+}
+
+// DefaultStoreConfig returns the documented defaults.
+func DefaultStoreConfig() StoreConfig {
+	return StoreConfig{
+		Partitions:        8,
+		Replicas:          1,
+		InMaxAge:          24 * time.Hour,
+		InMaxBytes:        1 << 30,
+		DedupWindow:       2 * time.Minute,
+		CompletedTTL:      24 * time.Hour,
+		CompletedMaxBytes: 1 << 30,
+		DisplayMaxBytes:   256 << 20,
+		PoisonMaxAge:      7 * 24 * time.Hour,
+	}
+}
+
+// Validate reports every configuration error at once.
+func (c StoreConfig) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > 1024 {
+		errs = append(errs, fmt.Errorf("partitions %d: must be 1..1024", c.Partitions))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: must be 1..5", c.Replicas))
+	}
+	if c.DedupWindow <= 0 || c.InMaxAge < c.DedupWindow {
+		errs = append(errs, errors.New("inbound max age must be >= the dedup window > 0"))
+	}
+	if c.CompletedTTL < time.Minute {
+		errs = append(errs, errors.New("completed TTL must be at least 1m"))
+	}
+	for name, v := range map[string]int64{"inbound": c.InMaxBytes, "completed": c.CompletedMaxBytes, "display": c.DisplayMaxBytes} {
+		if v < 1<<20 {
+			errs = append(errs, fmt.Errorf("%s max bytes must be at least 1 MiB", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Provision creates or updates every stream, bucket and partition consumer; it is idempotent and
+// safe to run from several processes at once.
+func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("provision: %w", err)
+	}
+	src, dst := subjects.PartitionTransform(c.Partitions)
+	streams := []jetstream.StreamConfig{{
+		Name:             subjects.StreamIn,
+		Description:      "ximd inbound packets from xAgent, partitioned by channel",
+		Subjects:         []string{subjects.InAll},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: src, Destination: dst},
+		Retention:        jetstream.WorkQueuePolicy,
+		Discard:          jetstream.DiscardNew,
+		MaxAge:           c.InMaxAge,
+		MaxBytes:         c.InMaxBytes,
+		Duplicates:       c.DedupWindow,
+		Storage:          jetstream.FileStorage,
+		Replicas:         c.Replicas,
+	}, {
+		Name:        subjects.StreamPoison,
+		Description: "ximd messages a pipeline stage gave up on (header Xim-Poison-Reason)",
+		Subjects:    []string{subjects.PoisonAll},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      c.PoisonMaxAge,
+		MaxBytes:    256 << 20,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}}
+	for _, sc := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+		}
+	}
+	buckets := []jetstream.KeyValueConfig{{
+		Bucket:      subjects.BucketChannels,
+		Description: "ximd open channels and their target bindings",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketCompleted,
+		Description: "ximd final delivery intents and completed message_ids",
+		History:     1,
+		TTL:         c.CompletedTTL,
+		MaxBytes:    c.CompletedMaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketDisplay,
+		Description: "ximd target handles of streamed (edited) messages",
+		History:     1,
+		TTL:         c.CompletedTTL,
+		MaxBytes:    c.DisplayMaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketConfig,
+		Description: "ximd cluster-wide settings (file link signing key)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}}
+	for _, bc := range buckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, bc); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", bc.Bucket, err)
+		}
+	}
+	for p := 0; p < c.Partitions; p++ {
+		if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamIn, PartitionConsumerConfig(p)); err != nil {
+			return fmt.Errorf("provision consumer %s: %w", subjects.PartitionConsumer(p), err)
+		}
+	}
+	return nil
+}
+
+// Partition consumer settings. AckWait is long enough for a final's bounded target retries; the
+// subscriber extends it with progress acks while a stage works.
+const (
+	PartitionAckWait       = 30 * time.Second
+	PartitionMaxAckPending = 1024
+)
+
+// PartitionConsumerConfig is the durable consumer of partition p.
+func PartitionConsumerConfig(p int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       subjects.PartitionConsumer(p),
+		Description:   fmt.Sprintf("ximd worker stages for inbound partition %d", p),
+		FilterSubject: subjects.Partition(p),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       PartitionAckWait,
+		MaxAckPending: PartitionMaxAckPending,
+	}
+}
+
+// Ready reports whether every stream, bucket and partition consumer exists (GET /readyz).
+func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
+	for _, s := range []string{subjects.StreamIn, subjects.StreamPoison} {
+		if _, err := js.Stream(ctx, s); err != nil {
+			return fmt.Errorf("stream %s: %w", s, err)
+		}
+	}
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketCompleted, subjects.BucketDisplay, subjects.BucketConfig} {
+		if _, err := js.KeyValue(ctx, b); err != nil {
+			return fmt.Errorf("bucket %s: %w", b, err)
+		}
+	}
+	if _, err := js.ObjectStore(ctx, subjects.BucketFiles); err != nil {
+		return fmt.Errorf("object store %s: %w", subjects.BucketFiles, err)
+	}
+	for p := 0; p < c.Partitions; p++ {
+		if _, err := js.Consumer(ctx, subjects.StreamIn, subjects.PartitionConsumer(p)); err != nil {
+			return fmt.Errorf("consumer %s: %w", subjects.PartitionConsumer(p), err)
+		}
+	}
+	return nil
+}

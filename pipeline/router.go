@@ -1,0 +1,54 @@
+package pipeline
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+)
+
+// RouterConfig configures the worker's Watermill router.
+type RouterConfig struct {
+	// Retries is how many times a failing handler is retried (with exponential back-off) before
+	// its message goes to the poison stream.
+	Retries int
+	// RetryInitial and RetryMax bound the back-off between retries.
+	RetryInitial, RetryMax time.Duration
+	// CloseTimeout bounds how long Close waits for handlers in flight.
+	CloseTimeout time.Duration
+}
+
+// DefaultRouterConfig: 6 retries, 100ms doubling to 5s (about 15s in all, inside AckWait).
+func DefaultRouterConfig() RouterConfig {
+	return RouterConfig{Retries: 6, RetryInitial: 100 * time.Millisecond, RetryMax: 5 * time.Second, CloseTimeout: 30 * time.Second}
+}
+
+// NewRouter returns a router whose handlers are wrapped, outermost first, in: the poison queue
+// (a message whose handler still fails after the retries is published to poisonTopic with the
+// reason in metadata "reason_poisoned", then acked, so it never hot-loops), the retry with
+// back-off, and the recoverer (a panic becomes an error).
+func NewRouter(cfg RouterConfig, poison message.Publisher, poisonTopic string, logger *slog.Logger) (*message.Router, error) {
+	if cfg.Retries < 0 || cfg.RetryInitial <= 0 || cfg.RetryMax < cfg.RetryInitial {
+		return nil, errors.New("router: retries >= 0 and 0 < retry initial <= retry max required")
+	}
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	if err != nil {
+		return nil, err
+	}
+	pq, err := middleware.PoisonQueue(poison, poisonTopic)
+	if err != nil {
+		return nil, err
+	}
+	retry := middleware.Retry{
+		MaxRetries:      cfg.Retries,
+		InitialInterval: cfg.RetryInitial,
+		MaxInterval:     cfg.RetryMax,
+		Multiplier:      2,
+		Logger:          watermill.NewSlogLogger(logger),
+	}
+	r.AddMiddleware(pq, retry.Middleware, middleware.Recoverer)
+	return r, nil
+}

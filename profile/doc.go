@@ -1,0 +1,52 @@
+// Package profile is the xAgent IM Profile v2 (xagent.im.v2) as data, types and validation:
+// the packet envelope, the four IM packets and their payloads, the profile catalog and the
+// protocol error codes. It imports no NATS and nothing outside the standard library; every other
+// package asks it what the protocol allows.
+//
+// # Data
+//
+// Two embedded files are the protocol facts (STYLE 4):
+//
+//   - catalog.json: the packet types (name, subject kind, directions, whether each needs an
+//     ack), the payload of each as closed records (fields with JSON type, required or required
+//     in one direction, enum, max_bytes, min, max_items), the keys no payload may carry (P-ID-2),
+//     and the names of the cross-field rules implemented in Go (text_or_files P-MSG-3,
+//     unique_file_refs P-MSG-5, tool_name_iff_tool P-ACT-2, rejected_needs_code profile §7,
+//     download_url_safe P-MSG-6/P-MSG-8, filename_safe P-MSG-8).
+//   - errors.json: the error-code table (code, retryable, http_status, description).
+//
+// [Load] parses and cross-checks both against the Go code (every Code*, Type* and status
+// constant exists in the data, every named rule has an implementation and vice versa, every
+// payload's fields equal its Go type's JSON fields). [Default] is the embedded catalog, loaded
+// once.
+//
+// # Receiving a frame
+//
+// The WebSocket edge and the workers follow edge-api §5 with this package:
+//
+//	env, err := profile.DecodeEnvelope(frame)   // invalid_packet / unsupported_schema
+//	pt, ok := cat.Accepts(profile.FromAgent, env.Type) // !ok: drop silently (P-ERR-1)
+//	profile.ValidChannelID(env.ChannelID)        // else error invalid_packet (edge-api §4)
+//	msg, err := cat.DecodeMessage(env.Payload, profile.FromAgent) // per pt.Name
+//
+// A failing chat.message is answered with Rejected(MessageIDOf(payload), err) when a message_id
+// can be read, else with an `error` packet (edge-api §5.1).
+//
+// # Strictness
+//
+// Decoding is single-pass and stricter than encoding/json: a frame must be valid UTF-8 with no
+// lone surrogate escapes and nesting at most 64 deep; duplicate keys are rejected in the
+// envelope and in every payload object; payload objects are closed records (an undefined key is
+// invalid_packet citing the rule, and the P-ID-2 keys cite P-ID-2); integers must be written as
+// JSON integers (1, not 1.0 or 1e0) within int64; null is the same as an absent member. Unknown
+// envelope members are ignored, since the envelope belongs to the Common Protocol.
+//
+// Every validation failure is an *[Error] with a code from the table, a message naming the
+// field (for example "files[1].type: must be one of image, video, audio, file (P-MSG-4)") and
+// the table's retryable. Limits ximd adds where the profile is silent are in catalog.json:
+// message_id, file_ref and tool_name at most 256 bytes, filename 1024, mime_type 255,
+// download_url 8192, at most 256 files per message, packet_id and reply_to at most
+// [MaxPacketIDBytes] without control characters.
+//
+// All functions and a *Catalog are safe for concurrent use.
+package profile

@@ -1,0 +1,232 @@
+package profile
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// MaxPacketIDBytes bounds packet_id (and reply_to). The Common Protocol sets no limit; ximd
+// needs one because packet_id becomes part of a NATS header (Nats-Msg-Id).
+const MaxPacketIDBytes = 256
+
+// Envelope is the WirePacket (profile §4): one WebSocket text frame.
+type Envelope struct {
+	Schema    string          `json:"schema"`
+	PacketID  string          `json:"packet_id"`
+	ReplyTo   string          `json:"reply_to,omitempty"`
+	ChannelID string          `json:"connector_channel_id"`
+	Type      string          `json:"type"`
+	Time      int64           `json:"time"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// Envelope member indexes, for duplicate detection.
+const (
+	envSchema = iota
+	envPacketID
+	envReplyTo
+	envChannelID
+	envType
+	envTime
+	envPayload
+)
+
+var envelopeKeys = [...]string{
+	envSchema: "schema", envPacketID: "packet_id", envReplyTo: "reply_to",
+	envChannelID: "connector_channel_id", envType: "type", envTime: "time", envPayload: "payload",
+}
+
+// DecodeEnvelope parses one WebSocket frame (edge-api §5 step 1) in a single pass.
+//
+// It fails with a *Error:
+//   - invalid_packet when the frame is not a JSON object (strictly: valid UTF-8, no lone
+//     surrogate escapes, nesting at most 64 deep), when a key appears twice, when packet_id or
+//     type is missing or empty, when a member has the wrong JSON type (schema, packet_id,
+//     reply_to, connector_channel_id and type are strings, time an integer), or when packet_id
+//     or reply_to is longer than MaxPacketIDBytes or holds control characters;
+//   - otherwise unsupported_schema when schema is absent or not [Schema].
+//
+// On failure the returned Envelope is filled as far as the frame could be read, so the caller
+// can answer with reply_to = PacketID on ChannelID. Unknown envelope members are ignored (the
+// envelope belongs to the Common Protocol; payloads are the closed records). null counts as
+// absent. DecodeEnvelope validates neither the payload (see the Decode* methods of [Catalog])
+// nor the channel id (see [ValidChannelID]); the payload is only checked to be well-formed JSON.
+//
+// Payload aliases frame (no copy): do not modify frame while the Envelope is in use.
+func DecodeEnvelope(frame []byte) (Envelope, error) {
+	var env Envelope
+	s := scanner{b: frame}
+	if s.peek() != '{' {
+		if s.i >= len(frame) {
+			return env, invalidf("not valid JSON: empty frame")
+		}
+		return env, invalidf("the packet must be a JSON object")
+	}
+	var seen uint8
+	var extra []string // unknown members seen, for duplicate detection
+	hasSchema := false
+	err := s.object(func(key []byte) error {
+		k := -1
+		for i, name := range envelopeKeys {
+			if name == string(key) {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			for _, e := range extra {
+				if e == string(key) {
+					return invalidf("%s: duplicate key", join("", key))
+				}
+			}
+			extra = append(extra, string(key))
+			return s.skip()
+		}
+		if seen&(1<<k) != 0 {
+			return invalidf("%s: duplicate key", envelopeKeys[k])
+		}
+		seen |= 1 << k
+		switch k {
+		case envTime:
+			if isNull, err := s.null(); isNull || err != nil {
+				return err
+			}
+			if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+				return invalidf("time: must be an integer (Unix ms)")
+			}
+			span, isInt, err := s.number()
+			if err != nil {
+				return err
+			}
+			n, ok := parseInt(span)
+			if !isInt || !ok {
+				return invalidf("time: must be an integer (Unix ms)")
+			}
+			env.Time = n
+			return nil
+		case envPayload:
+			start := s.i
+			if err := s.skip(); err != nil {
+				return err
+			}
+			env.Payload = frame[start:s.i]
+			return nil
+		}
+		if isNull, err := s.null(); isNull || err != nil {
+			return err
+		}
+		if s.peek() != '"' {
+			return invalidf("%s: must be a string", envelopeKeys[k])
+		}
+		b, err := s.str(true)
+		if err != nil {
+			return err
+		}
+		v := string(b)
+		switch k {
+		case envSchema:
+			env.Schema, hasSchema = v, true
+		case envPacketID:
+			env.PacketID = v
+			return checkPacketID("packet_id", v)
+		case envReplyTo:
+			env.ReplyTo = v
+			return checkPacketID("reply_to", v)
+		case envChannelID:
+			env.ChannelID = v
+		case envType:
+			env.Type = v
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.end()
+	}
+	switch {
+	case err != nil:
+		return env, err
+	case env.PacketID == "":
+		return env, invalidf("packet_id: required")
+	case env.Type == "":
+		return env, invalidf("type: required")
+	case !hasSchema:
+		return env, Errorf(CodeUnsupportedSchema, "schema: missing, want %s", Schema)
+	case env.Schema != Schema:
+		return env, Errorf(CodeUnsupportedSchema, "schema: %s is not supported, want %s", safeQuote(env.Schema), Schema)
+	}
+	return env, nil
+}
+
+func checkPacketID(field, v string) error {
+	if len(v) > MaxPacketIDBytes {
+		return invalidf("%s: must be at most %d bytes", field, MaxPacketIDBytes)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' || c == 0x7f {
+			return invalidf("%s: must not contain control characters", field)
+		}
+	}
+	return nil
+}
+
+// ValidChannelID reports whether id is a valid connector_channel_id: ^[A-Za-z0-9_-]{1,128}$
+// (edge-api §4), which makes it a safe NATS subject token and KV key.
+func ValidChannelID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewPacketID returns a fresh packet_id: "pkt_" and 16 random bytes in hex.
+func NewPacketID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return "pkt_" + hex.EncodeToString(b[:])
+}
+
+// NewPacket builds an outbound packet (Connector -> xAgent): schema [Schema], a fresh packet_id
+// ([NewPacketID]), time = now in Unix ms, and payload marshalled to JSON (a json.RawMessage is
+// used as is, after a validity check). replyTo may be empty. It fails with an internal_error
+// *Error if packetType is not one the catalog lets the Connector emit ([Catalog.Emits]) or
+// payload is nil, and with the marshalling error if payload cannot be marshalled. It does not
+// check channelID, so that an `error` can answer a packet whose channel id is invalid.
+func NewPacket(channelID, packetType, replyTo string, payload any) (Envelope, error) {
+	if !Default().Emits(packetType) {
+		return Envelope{}, Errorf(CodeInternal, "profile: %s is not a Connector -> xAgent packet type", safeQuote(packetType))
+	}
+	if payload == nil {
+		return Envelope{}, Errorf(CodeInternal, "profile: nil payload for %s", packetType)
+	}
+	var raw json.RawMessage
+	if r, ok := payload.(json.RawMessage); ok {
+		if !json.Valid(r) {
+			return Envelope{}, fmt.Errorf("profile: %s payload is not valid JSON", packetType)
+		}
+		raw = r
+	} else {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return Envelope{}, fmt.Errorf("profile: marshal %s payload: %w", packetType, err)
+		}
+		raw = b
+	}
+	return Envelope{
+		Schema:    Schema,
+		PacketID:  NewPacketID(),
+		ReplyTo:   replyTo,
+		ChannelID: channelID,
+		Type:      packetType,
+		Time:      time.Now().UnixMilli(),
+		Payload:   raw,
+	}, nil
+}

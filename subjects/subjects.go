@@ -1,0 +1,177 @@
+package subjects
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// ErrUnsafeToken is returned (wrapped) when a value cannot be used as a NATS subject token.
+var ErrUnsafeToken = errors.New("unsafe subject token")
+
+// Stream, bucket and subject roots. Names read well in `nats stream ls` and `nats kv ls`.
+const (
+	StreamIn        = "XIM_IN"
+	StreamPoison    = "XIM_POISON"
+	BucketChannels  = "xim_channels"
+	BucketCompleted = "xim_completed"
+	BucketDisplay   = "xim_display"
+	BucketConfig    = "xim_config"
+	BucketFiles     = "xim_files"
+
+	inRoot     = "xim.in"
+	partRoot   = "xim.part"
+	poisonRoot = "xim.poison"
+	gwRoot     = "xim.gw"
+
+	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
+	StatsRequest = "xim.ctl.stats"
+	// InAll matches every inbound subject a gateway publishes (the XIM_IN stream's subject).
+	InAll = inRoot + ".*.*"
+	// PoisonAll matches every poison subject.
+	PoisonAll = poisonRoot + ".>"
+	// ConfigSigningKey is the key in BucketConfig holding the shared file-link signing key.
+	ConfigSigningKey = "signing-key"
+)
+
+// Token checks that s can be one NATS subject token.
+func Token(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty", ErrUnsafeToken)
+	}
+	for _, r := range s {
+		if r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return fmt.Errorf("%w: %q", ErrUnsafeToken, s)
+		}
+	}
+	return nil
+}
+
+// In is the subject a gateway publishes an inbound packet of kind (a catalog PacketType.Kind) to.
+func In(channel, kind string) (string, error) {
+	if err := tokens(channel, kind); err != nil {
+		return "", err
+	}
+	return inRoot + "." + channel + "." + kind, nil
+}
+
+// PartitionTransform is the XIM_IN subject transform that spreads channels over n partitions and
+// keeps every packet of one channel in one partition (so one consumer sees them in order).
+func PartitionTransform(n int) (src, dst string) {
+	return InAll, fmt.Sprintf("%s.{{partition(%d,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", partRoot, n)
+}
+
+// Partition is the filter subject of partition p (0-based).
+func Partition(p int) string { return fmt.Sprintf("%s.%d.>", partRoot, p) }
+
+// ChannelStored matches every stored XIM_IN subject of one channel (for purges).
+func ChannelStored(channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return partRoot + ".*." + channel + ".>", nil
+}
+
+// PartitionConsumer is the durable consumer name of partition p, e.g. "in-p03".
+func PartitionConsumer(p int) string { return fmt.Sprintf("in-p%02d", p) }
+
+// Poison is the subject a stage's poisoned messages go to.
+func Poison(consumer string) (string, error) {
+	if err := Token(consumer); err != nil {
+		return "", err
+	}
+	return poisonRoot + "." + consumer, nil
+}
+
+// Reply is the core NATS subject on which gateway id receives replies for its connections.
+func Reply(gateway string) (string, error) {
+	if err := Token(gateway); err != nil {
+		return "", err
+	}
+	return gwRoot + "." + gateway + ".reply", nil
+}
+
+// MsgID is the Nats-Msg-Id of an inbound packet: JetStream drops a second publish of the same
+// packet within the dedup window (a gateway retrying a publish), never a retransmission (which
+// has a new packet_id and must be answered).
+func MsgID(channel, packetID string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	if packetID == "" {
+		return "", fmt.Errorf("%w: empty packet_id", ErrUnsafeToken)
+	}
+	return channel + ":" + packetID, nil
+}
+
+// MessageKey is the KV key of one message of a channel in BucketCompleted and BucketDisplay:
+// "<channel>.<message_id>" when message_id is itself a safe key, otherwise "<channel>.=<hex>" with
+// the first 16 bytes of its SHA-256 (a raw id never contains '=', so the two never collide).
+func MessageKey(channel, messageID string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	if messageID == "" {
+		return "", fmt.Errorf("%w: empty message_id", ErrUnsafeToken)
+	}
+	if plainKey(messageID) {
+		return channel + "." + messageID, nil
+	}
+	sum := sha256.Sum256([]byte(messageID))
+	return channel + ".=" + hex.EncodeToString(sum[:16]), nil
+}
+
+// ChannelKeys matches every key of one channel in BucketCompleted and BucketDisplay.
+func ChannelKeys(channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return channel + ".>", nil
+}
+
+func plainKey(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func tokens(ts ...string) error {
+	for _, t := range ts {
+		if err := Token(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Gateway makes a gateway or worker instance id safe as a token (host names may contain dots).
+func Gateway(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return '_'
+		}
+		return r
+	}, name)
+}
+
+// Header names ximd sets on NATS messages.
+const (
+	// HeaderGateway names the gateway instance that received an inbound packet (replies go back there).
+	HeaderGateway = "Xim-Gateway"
+	// HeaderConn names the WebSocket connection (within its gateway) a packet arrived on.
+	HeaderConn = "Xim-Conn"
+	// HeaderReceived is the gateway's receive time of a packet, Unix nanoseconds.
+	HeaderReceived = "Xim-Received"
+	// HeaderPoisonReason says why a stage gave up on a message (stream XIM_POISON).
+	HeaderPoisonReason = "Xim-Poison-Reason"
+)

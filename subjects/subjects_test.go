@@ -1,0 +1,129 @@
+package subjects_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ximd/ximd/subjects"
+)
+
+func TestIn(t *testing.T) {
+	tests := []struct {
+		name, channel, kind, want string
+		wantErr                   bool
+	}{
+		{name: "plain", channel: "cch_1", kind: "message", want: "xim.in.cch_1.message"},
+		{name: "dot in channel", channel: "a.b", kind: "message", wantErr: true},
+		{name: "star", channel: "*", kind: "delta", wantErr: true},
+		{name: "gt", channel: ">", kind: "delta", wantErr: true},
+		{name: "space", channel: "a b", kind: "delta", wantErr: true},
+		{name: "tab", channel: "a\tb", kind: "delta", wantErr: true},
+		{name: "empty", channel: "", kind: "delta", wantErr: true},
+		{name: "bad kind", channel: "c", kind: "x.y", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := subjects.In(tt.channel, tt.kind)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("In(%q,%q) err = %v, wantErr %v", tt.channel, tt.kind, err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, subjects.ErrUnsafeToken) {
+				t.Fatalf("err %v is not ErrUnsafeToken", err)
+			}
+			if got != tt.want {
+				t.Fatalf("In = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMessageKey(t *testing.T) {
+	tests := []struct {
+		name, channel, id, want string
+		wantErr                 bool
+	}{
+		{name: "plain id kept readable", channel: "c1", id: "msg_1", want: "c1.msg_1"},
+		{name: "dotted id hashed", channel: "c1", id: "a.b", want: "c1.=" + "5e0d2d7e4a1b0ba0f1a4e4f9f5e5a1f3"},
+		{name: "empty id", channel: "c1", id: "", wantErr: true},
+		{name: "bad channel", channel: "c.1", id: "m", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := subjects.MessageKey(tt.channel, tt.id)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if strings.HasPrefix(tt.want, "c1.=") {
+				if !strings.HasPrefix(got, "c1.=") || len(got) != len("c1.=")+32 {
+					t.Fatalf("hashed key = %q", got)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Fatalf("MessageKey = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMessageKeyDistinct(t *testing.T) {
+	a, _ := subjects.MessageKey("c", "x.y")
+	b, _ := subjects.MessageKey("c", "x,y")
+	if a == b {
+		t.Fatalf("different ids share key %q", a)
+	}
+}
+
+func TestMsgIDIncludesChannel(t *testing.T) {
+	a, _ := subjects.MsgID("c1", "p1")
+	b, _ := subjects.MsgID("c2", "p1")
+	if a == b {
+		t.Fatal("same packet_id on two channels must not dedup against each other")
+	}
+}
+
+func TestPartitionNames(t *testing.T) {
+	if got := subjects.PartitionConsumer(3); got != "in-p03" {
+		t.Fatalf("PartitionConsumer(3) = %q", got)
+	}
+	src, dst := subjects.PartitionTransform(8)
+	if src != "xim.in.*.*" || dst != "xim.part.{{partition(8,1)}}.{{wildcard(1)}}.{{wildcard(2)}}" {
+		t.Fatalf("transform %q -> %q", src, dst)
+	}
+}
+
+// FuzzSubjects: whatever the input, a built subject or key has no empty token and no wildcard, and
+// a value is accepted exactly when it is a safe token.
+func FuzzSubjects(f *testing.F) {
+	for _, s := range []string{"cch_1", "a.b", "*", ">", "a b", "", "\x00", "é", "msg-1", strings.Repeat("x", 200)} {
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, channel, id string) {
+		check := func(subject string) {
+			for _, tok := range strings.Split(subject, ".") {
+				if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+					t.Fatalf("unsafe subject %q from %q", subject, channel)
+				}
+			}
+		}
+		if s, err := subjects.In(channel, "message"); err == nil {
+			check(s)
+			if strings.Count(s, ".") != 3 {
+				t.Fatalf("channel %q changed the subject depth: %q", channel, s)
+			}
+		} else if subjects.Token(channel) == nil {
+			t.Fatalf("In rejected safe token %q: %v", channel, err)
+		}
+		if k, err := subjects.MessageKey(channel, id); err == nil {
+			check(k)
+			if strings.Count(k, ".") != 1 || !utf8.ValidString(k) {
+				t.Fatalf("key %q from %q/%q", k, channel, id)
+			}
+		}
+	})
+}

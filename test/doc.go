@@ -1,0 +1,4 @@
+// Package test holds ximd's cross-package end-to-end suites: each test runs a real node (embedded
+// JetStream, HTTP and WebSocket on loopback) against a real loopback webhook target, and is named
+// after the edge-api or profile rule it proves. Shared parts are in test/testkit.
+package test

@@ -1,0 +1,404 @@
+// Package load is ximd's load tool (ximctl bench and BenchmarkEndToEnd): it drives deltas and
+// finals through a real ximd edge into a fast loopback webhook target and reports throughput and
+// latency next to the raw JetStream async-publish rate measured on the same server in the same run.
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// Config sizes a run.
+type Config struct {
+	Channels      int           // channels (each bound to the loopback webhook target)
+	Messages      int           // streamed messages per channel in the delta phase
+	Deltas        int           // deltas per streamed message
+	Finals        int           // direct finals in the finals phase
+	DeltaBytes    int           // text bytes per delta
+	Window        int           // finals in flight (sent, not yet acked)
+	PacedDuration time.Duration // length of each half-load phase
+	RawMessages   int           // messages of the raw JetStream baseline
+	Progress      io.Writer     // progress lines (nil: none)
+}
+
+// DefaultConfig is a run of a few seconds.
+func DefaultConfig() Config {
+	return Config{Channels: 16, Messages: 20, Deltas: 100, Finals: 20000, DeltaBytes: 16, Window: 512, PacedDuration: 3 * time.Second, RawMessages: 200000}
+}
+
+// Report holds one run's figures.
+type Report struct {
+	RawPublishPerSec float64 // raw JetStream async publishes/s, same server, same payload size
+	DeltasPerSec     float64 // end to end: sent until every message's text is displayed
+	FinalsPerSec     float64 // end to end: sent until every final is acked
+	DeltaRatio       float64 // DeltasPerSec / RawPublishPerSec
+	FinalRatio       float64 // FinalsPerSec / RawPublishPerSec
+	// At half the measured maximum rates:
+	AckP50, AckP99         time.Duration
+	DisplayP50, DisplayP99 time.Duration
+	Deltas, Finals         int
+}
+
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "raw JetStream async publish   %10.0f msg/s\n", r.RawPublishPerSec)
+	fmt.Fprintf(&b, "deltas end to end             %10.0f /s   ratio %.3f (target >= 0.25)\n", r.DeltasPerSec, r.DeltaRatio)
+	fmt.Fprintf(&b, "finals end to end             %10.0f /s   ratio %.3f (target >= 0.10)\n", r.FinalsPerSec, r.FinalRatio)
+	fmt.Fprintf(&b, "ack latency at half load      p50 %-9s p99 %-9s (target p99 <= 25ms)\n", round(r.AckP50), round(r.AckP99))
+	fmt.Fprintf(&b, "delta display at half load    p50 %-9s p99 %-9s (target p99 <= 10ms)\n", round(r.DisplayP50), round(r.DisplayP99))
+	return b.String()
+}
+
+func round(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
+
+// Env is what a run drives: a ximd edge, its NATS server, and the webhook target the channels
+// are bound to.
+type Env struct {
+	Node    *testkit.Node
+	NATSURL string
+}
+
+// Run performs the phases in order: raw baseline, max deltas, max finals, half-load finals,
+// half-load deltas.
+func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
+	var rep Report
+	r := &runner{cfg: cfg, env: e, displays: map[string]*msgTrack{}}
+	tg, err := testkit.NewTarget("bench-secret", testkit.TargetOptions{Discard: true, OnCall: r.onCall})
+	if err != nil {
+		return rep, err
+	}
+	defer tg.Close()
+	r.target = tg
+	for i := 0; i < cfg.Channels; i++ {
+		ch := fmt.Sprintf("bench_%02d_%s", i, strings.TrimPrefix(testkit.NewID("r"), "r_"))
+		if err := e.Node.OpenChannel(ch, tg.Config("edit", "none")); err != nil {
+			return rep, err
+		}
+		r.channels = append(r.channels, ch)
+	}
+	if rep.RawPublishPerSec, err = rawPublish(ctx, e.NATSURL, cfg.RawMessages, 200+cfg.DeltaBytes); err != nil {
+		return rep, fmt.Errorf("raw baseline: %w", err)
+	}
+	r.progress("raw JetStream async publish: %.0f msg/s", rep.RawPublishPerSec)
+	agent, err := testkit.Dial(ctx, e.Node.Addr, e.Node.Token)
+	if err != nil {
+		return rep, err
+	}
+	defer agent.Close()
+	r.agent = agent
+
+	n, d, err := r.deltas(ctx, 0, cfg.Messages)
+	if err != nil {
+		return rep, err
+	}
+	rep.DeltasPerSec = float64(n) / d.Seconds()
+	r.progress("deltas: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.DeltasPerSec)
+	n, d, _, err = r.finals(ctx, cfg.Finals, 0)
+	if err != nil {
+		return rep, err
+	}
+	rep.FinalsPerSec = float64(n) / d.Seconds()
+	r.progress("finals: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.FinalsPerSec)
+
+	half := rep.FinalsPerSec / 2
+	count := int(half * cfg.PacedDuration.Seconds())
+	_, _, acks, err := r.finals(ctx, max(count, 100), half)
+	if err != nil {
+		return rep, err
+	}
+	rep.AckP50, rep.AckP99 = percentile(acks, 0.50), percentile(acks, 0.99)
+	r.progress("finals at %.0f/s: ack p50 %s p99 %s", half, rep.AckP50, rep.AckP99)
+
+	halfDeltas := rep.DeltasPerSec / 2
+	r.resetDisplay()
+	msgs := int(halfDeltas * cfg.PacedDuration.Seconds() / float64(cfg.Deltas*cfg.Channels))
+	if _, _, err := r.deltas(ctx, halfDeltas, max(msgs, 1)); err != nil {
+		return rep, err
+	}
+	lat := r.displayLatencies()
+	rep.DisplayP50, rep.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	r.progress("deltas at %.0f/s: display p50 %s p99 %s", halfDeltas, rep.DisplayP50, rep.DisplayP99)
+
+	rep.DeltaRatio = rep.DeltasPerSec / rep.RawPublishPerSec
+	rep.FinalRatio = rep.FinalsPerSec / rep.RawPublishPerSec
+	rep.Deltas, rep.Finals = r.sentDeltas, r.sentFinals
+	return rep, nil
+}
+
+type runner struct {
+	cfg      Config
+	env      Env
+	target   *testkit.Target
+	agent    *testkit.Agent
+	channels []string
+	seq      int
+
+	mu         sync.Mutex
+	displays   map[string]*msgTrack // idempotency key -> deltas awaiting display
+	latencies  []time.Duration
+	pendingMsg int
+	allShown   chan struct{}
+
+	sentDeltas, sentFinals int
+}
+
+type msgTrack struct {
+	sent  []time.Time // send time of delta i
+	cum   []int       // cumulative text length after delta i
+	shown int         // deltas displayed so far
+	total int         // deltas that will be sent
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+	}
+}
+
+func (r *runner) resetDisplay() {
+	r.mu.Lock()
+	r.latencies = nil
+	r.mu.Unlock()
+}
+
+func (r *runner) displayLatencies() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.latencies...)
+}
+
+// onCall records display latencies: a call showing text of length L displays every delta whose
+// cumulative length is <= L.
+func (r *runner) onCall(c testkit.Call) {
+	if c.Key == "" || c.Path == "/activity" || c.Final() {
+		return
+	}
+	now := c.At
+	l := len(c.Text())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.displays[c.Key]
+	if t == nil {
+		return
+	}
+	for t.shown < len(t.cum) && t.cum[t.shown] <= l {
+		r.latencies = append(r.latencies, now.Sub(t.sent[t.shown]))
+		t.shown++
+	}
+	if t.shown == t.total {
+		delete(r.displays, c.Key)
+		r.pendingMsg--
+		if r.pendingMsg == 0 && r.allShown != nil {
+			close(r.allShown)
+			r.allShown = nil
+		}
+	}
+}
+
+// deltas streams perChannel messages on every channel, all interleaved, at rate deltas/s (0: as
+// fast as possible), waits until every text is displayed, then completes each message with a
+// final. It returns the deltas sent and the time until all were displayed.
+func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int, time.Duration, error) {
+	type m struct{ channel, id, key string }
+	var msgs []m
+	for _, ch := range r.channels {
+		for i := 0; i < perChannel; i++ {
+			r.seq++
+			id := fmt.Sprintf("s%07d", r.seq)
+			msgs = append(msgs, m{ch, id, ch + ":" + id})
+		}
+	}
+	done := make(chan struct{})
+	r.mu.Lock()
+	for _, x := range msgs {
+		r.displays[x.key] = &msgTrack{total: r.cfg.Deltas}
+	}
+	r.pendingMsg = len(msgs)
+	r.allShown = done
+	r.mu.Unlock()
+	text := strings.Repeat("x", r.cfg.DeltaBytes-1) + " "
+	pace := newPacer(rate)
+	start := time.Now()
+	n := 0
+	for seq := 1; seq <= r.cfg.Deltas; seq++ {
+		for _, x := range msgs {
+			pace.wait()
+			r.mu.Lock()
+			t := r.displays[x.key]
+			if t != nil {
+				t.sent = append(t.sent, time.Now())
+				t.cum = append(t.cum, seq*len(text))
+			}
+			r.mu.Unlock()
+			if _, err := r.agent.Send(ctx, x.channel, profile.TypeDelta, map[string]any{"message_id": x.id, "sequence": seq, "text": text}); err != nil {
+				return n, 0, err
+			}
+			n++
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		return n, 0, errors.New("deltas not all displayed within 2 minutes")
+	case <-ctx.Done():
+		return n, 0, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	r.sentDeltas += n
+	// Complete the messages so no buffer stays open.
+	full := strings.Repeat(text, r.cfg.Deltas)
+	pending := map[string]bool{}
+	for _, x := range msgs {
+		pid, err := r.agent.Send(ctx, x.channel, profile.TypeMessage, map[string]any{"message_id": x.id, "text": full})
+		if err != nil {
+			return n, 0, err
+		}
+		pending[pid] = true
+	}
+	if err := r.drainAcks(pending, nil); err != nil {
+		return n, 0, err
+	}
+	return n, elapsed, nil
+}
+
+// finals sends count direct finals round-robin over the channels with at most Window in flight,
+// at rate/s (0: as fast as possible); it returns the ack latencies.
+func (r *runner) finals(ctx context.Context, count int, rate float64) (int, time.Duration, []time.Duration, error) {
+	sentAt := make(map[string]time.Time, count)
+	var lat []time.Duration
+	inflight := 0
+	pace := newPacer(rate)
+	start := time.Now()
+	recv := func() error {
+		env, err := r.agent.Next(30 * time.Second)
+		if err != nil {
+			return err
+		}
+		if t, ok := sentAt[env.ReplyTo]; ok {
+			if env.Type != profile.TypeAck {
+				return fmt.Errorf("final answered %s: %s", env.Type, env.Payload)
+			}
+			lat = append(lat, time.Since(t))
+			delete(sentAt, env.ReplyTo)
+			inflight--
+		}
+		return nil
+	}
+	text := strings.Repeat("y", r.cfg.DeltaBytes)
+	for i := 0; i < count; i++ {
+		for inflight >= r.cfg.Window {
+			if err := recv(); err != nil {
+				return i, 0, nil, err
+			}
+		}
+		pace.wait()
+		r.seq++
+		ch := r.channels[i%len(r.channels)]
+		id := testkit.NewID("pkt")
+		b, err := testkit.Packet(id, ch, profile.TypeMessage, map[string]any{"message_id": fmt.Sprintf("f%07d", r.seq), "text": text})
+		if err != nil {
+			return i, 0, nil, err
+		}
+		sentAt[id] = time.Now()
+		if err := r.agent.SendRaw(ctx, b); err != nil {
+			return i, 0, nil, err
+		}
+		inflight++
+	}
+	for inflight > 0 {
+		if err := recv(); err != nil {
+			return count, 0, nil, err
+		}
+	}
+	r.sentFinals += count
+	return count, time.Since(start), lat, nil
+}
+
+func (r *runner) drainAcks(pending map[string]bool, _ []time.Duration) error {
+	for len(pending) > 0 {
+		env, err := r.agent.Next(60 * time.Second)
+		if err != nil {
+			return fmt.Errorf("%d acks missing: %w", len(pending), err)
+		}
+		delete(pending, env.ReplyTo)
+	}
+	return nil
+}
+
+// rawPublish measures JetStream async publishes of size-byte payloads to a scratch file stream.
+func rawPublish(ctx context.Context, url string, n, size int) (float64, error) {
+	nc, err := nats.Connect(url, nats.Name("ximctl-bench-raw"))
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	if err != nil {
+		return 0, err
+	}
+	name := "BENCH_RAW"
+	_ = js.DeleteStream(ctx, name)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench.raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+		return 0, err
+	}
+	defer js.DeleteStream(context.Background(), name)
+	data := make([]byte, size)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishAsync(fmt.Sprintf("bench.raw.%d", i%16), data); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		return 0, errors.New("raw publishes not acked within a minute")
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+// pacer spaces calls at rate per second (0: no pacing).
+type pacer struct {
+	every time.Duration
+	next  time.Time
+}
+
+func newPacer(rate float64) *pacer {
+	p := &pacer{next: time.Now()}
+	if rate > 0 {
+		p.every = time.Duration(float64(time.Second) / rate)
+	}
+	return p
+}
+
+func (p *pacer) wait() {
+	if p.every == 0 {
+		return
+	}
+	p.next = p.next.Add(p.every)
+	if d := time.Until(p.next); d > 0 {
+		time.Sleep(d)
+	}
+}
