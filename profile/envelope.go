@@ -108,6 +108,9 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 			env.Time = n
 			return nil
 		case envPayload:
+			if isNull, err := s.null(); isNull || err != nil {
+				return err // like every member, null is absent: Payload stays nil
+			}
 			start := s.i
 			if err := s.skip(); err != nil {
 				return err
@@ -125,7 +128,13 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 		if err != nil {
 			return err
 		}
-		v := string(b)
+		var v string
+		switch k {
+		case envSchema, envType:
+			v = intern(b) // the common values cost no allocation
+		default:
+			v = string(b)
+		}
 		switch k {
 		case envSchema:
 			env.Schema, hasSchema = v, true
@@ -158,6 +167,18 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 		return env, Errorf(CodeUnsupportedSchema, "schema: %s is not supported, want %s", safeQuote(env.Schema), Schema)
 	}
 	return env, nil
+}
+
+// interned are the strings DecodeEnvelope returns without allocating.
+var interned = [...]string{Schema, TypeMessage, TypeDelta, TypeAck, TypeActivity, TypeToolInvoke, TypeToolResult, TypeError}
+
+func intern(b []byte) string {
+	for _, s := range interned {
+		if s == string(b) {
+			return s
+		}
+	}
+	return string(b)
 }
 
 func checkPacketID(field, v string) error {

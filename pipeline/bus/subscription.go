@@ -278,7 +278,7 @@ func (sb *subscription) release(queue []*held) {
 		if closed {
 			continue // nothing can reach the server: JetStream redelivers after AckWait
 		}
-		if err := error(nil); err != nil {
+		if err := h.jm.Nak(); err != nil {
 			sb.logger.Warn("bus_nak_failed", "stream_seq", h.d.seq, "err", err)
 		}
 	}

@@ -282,7 +282,7 @@ func (r *runner) finals(ctx context.Context, count int, rate float64) (int, time
 	pace := newPacer(rate)
 	start := time.Now()
 	recv := func() error {
-		env, err := r.agent.Next(30 * time.Second)
+		env, at, err := r.agent.NextAt(30 * time.Second)
 		if err != nil {
 			return err
 		}
@@ -290,7 +290,7 @@ func (r *runner) finals(ctx context.Context, count int, rate float64) (int, time
 			if env.Type != profile.TypeAck {
 				return fmt.Errorf("final answered %s: %s", env.Type, env.Payload)
 			}
-			lat = append(lat, time.Since(t))
+			lat = append(lat, at.Sub(t))
 			delete(sentAt, env.ReplyTo)
 			inflight--
 		}

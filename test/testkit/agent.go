@@ -20,9 +20,8 @@ import (
 // Agent is an xAgent WebSocket client of /v1/ws.
 type Agent struct {
 	ws      *websocket.Conn
-	backlog []profile.Envelope // received, not yet taken by Reply or Next
-	in  chan profile.Envelope
-	raw chan []byte
+	backlog []received // received, not yet taken by Reply or Next
+	in  chan received
 	mu  sync.Mutex
 	err error
 	ctx context.Context
@@ -40,7 +39,7 @@ func Dial(ctx context.Context, httpAddr, token string) (*Agent, error) {
 	}
 	ws.SetReadLimit(64 << 20)
 	actx, end := context.WithCancel(context.Background())
-	a := &Agent{ws: ws, in: make(chan profile.Envelope, 65536), ctx: actx, end: end}
+	a := &Agent{ws: ws, in: make(chan received, 65536), ctx: actx, end: end}
 	go a.read()
 	return a, nil
 }
@@ -55,11 +54,12 @@ func (a *Agent) read() {
 			a.mu.Unlock()
 			return
 		}
+		at := time.Now()
 		var env profile.Envelope
 		if err := json.Unmarshal(b, &env); err != nil {
 			continue
 		}
-		a.in <- env
+		a.in <- received{env, at}
 	}
 }
 
@@ -105,37 +105,50 @@ func Packet(packetID, channel, typ string, payload any) ([]byte, error) {
 	return json.Marshal(profile.Envelope{Schema: profile.Schema, PacketID: packetID, ChannelID: channel, Type: typ, Time: time.Now().UnixMilli(), Payload: p})
 }
 
-// Next returns the next packet received (first those Reply set aside), or an error at the timeout.
-func (a *Agent) Next(timeout time.Duration) (profile.Envelope, error) {
-	if len(a.backlog) > 0 {
-		env := a.backlog[0]
-		a.backlog = a.backlog[1:]
-		return env, nil
-	}
-	return a.next(timeout)
+// received is a packet and the time its frame was read.
+type received struct {
+	env profile.Envelope
+	at  time.Time
 }
 
-func (a *Agent) next(timeout time.Duration) (profile.Envelope, error) {
+// Next returns the next packet received (first those Reply set aside), or an error at the timeout.
+func (a *Agent) Next(timeout time.Duration) (profile.Envelope, error) {
+	env, _, err := a.NextAt(timeout)
+	return env, err
+}
+
+// NextAt is Next that also returns when the frame was read off the connection.
+func (a *Agent) NextAt(timeout time.Duration) (profile.Envelope, time.Time, error) {
+	if len(a.backlog) > 0 {
+		r := a.backlog[0]
+		a.backlog = a.backlog[1:]
+		return r.env, r.at, nil
+	}
+	r, err := a.next(timeout)
+	return r.env, r.at, err
+}
+
+func (a *Agent) next(timeout time.Duration) (received, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case env, ok := <-a.in:
+	case r, ok := <-a.in:
 		if !ok {
-			return profile.Envelope{}, fmt.Errorf("connection closed: %v", a.Err())
+			return received{}, fmt.Errorf("connection closed: %v", a.Err())
 		}
-		return env, nil
+		return r, nil
 	case <-t.C:
-		return profile.Envelope{}, errors.New("no packet within " + timeout.String())
+		return received{}, errors.New("no packet within " + timeout.String())
 	}
 }
 
 // Reply waits for the packet replying to packetID; other packets are set aside for Next and
 // later Reply calls. An Agent is used by one goroutine.
 func (a *Agent) Reply(packetID string, timeout time.Duration) (profile.Envelope, error) {
-	for i, env := range a.backlog {
-		if env.ReplyTo == packetID {
+	for i, r := range a.backlog {
+		if r.env.ReplyTo == packetID {
 			a.backlog = append(a.backlog[:i:i], a.backlog[i+1:]...)
-			return env, nil
+			return r.env, nil
 		}
 	}
 	deadline := time.Now().Add(timeout)
@@ -144,14 +157,14 @@ func (a *Agent) Reply(packetID string, timeout time.Duration) (profile.Envelope,
 		if left <= 0 {
 			return profile.Envelope{}, fmt.Errorf("no reply to %s within %s", packetID, timeout)
 		}
-		env, err := a.next(left)
+		r, err := a.next(left)
 		if err != nil {
-			return env, fmt.Errorf("reply to %s: %w", packetID, err)
+			return r.env, fmt.Errorf("reply to %s: %w", packetID, err)
 		}
-		if env.ReplyTo == packetID {
-			return env, nil
+		if r.env.ReplyTo == packetID {
+			return r.env, nil
 		}
-		a.backlog = append(a.backlog, env)
+		a.backlog = append(a.backlog, r)
 	}
 }
 
