@@ -66,7 +66,7 @@ type buffer struct {
 
 	// display
 	targetID string
-	shown    int // bytes of text the target shows
+	shown    int       // bytes of text the target shows
 	lastCall time.Time // end of the last display call
 	running  bool
 	stop     chan struct{}

@@ -252,4 +252,3 @@ func TestFinal_CompletedIDsSurviveRestart(t *testing.T) {
 		t.Fatalf("target called %d times", n)
 	}
 }
-

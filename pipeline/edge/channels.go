@@ -76,9 +76,9 @@ type channelView struct {
 }
 
 type targetView struct {
-	Adapter      string               `json:"adapter"`
-	Capabilities target.Capabilities  `json:"capabilities"`
-	Config       json.RawMessage      `json:"config,omitempty"`
+	Adapter      string              `json:"adapter"`
+	Capabilities target.Capabilities `json:"capabilities"`
+	Config       json.RawMessage     `json:"config,omitempty"`
 }
 
 func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {

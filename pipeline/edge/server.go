@@ -68,7 +68,9 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 	card["version"] = cfg.Version
 	e.card, _ = json.Marshal(card)
 
-	e.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	e.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	e.mux.HandleFunc("GET /readyz", e.ready)
 	e.mux.Handle("GET /metrics", promhttp.HandlerFor(p.Gatherer, promhttp.HandlerOpts{}))
 	e.mux.Handle("GET /v1/card", e.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -21,11 +21,11 @@ import (
 type Agent struct {
 	ws      *websocket.Conn
 	backlog []received // received, not yet taken by Reply or Next
-	in  chan received
-	mu  sync.Mutex
-	err error
-	ctx context.Context
-	end context.CancelFunc
+	in      chan received
+	mu      sync.Mutex
+	err     error
+	ctx     context.Context
+	end     context.CancelFunc
 }
 
 // Dial connects to ws://addr/v1/ws with the token.
