@@ -8,12 +8,10 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
-
-// MetaNumDelivered is the Watermill metadata key carrying JetStream's delivery count.
-const MetaNumDelivered = "Xim-Num-Delivered"
 
 // Stages is the worker's per-partition handler: it decodes a stored packet, validates it and
 // hands it to the stage of its type. Packets of one partition arrive one at a time, in order.
@@ -38,7 +36,7 @@ func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer,
 func (s *Stages) Handle(msg *message.Message) error {
 	ctx := msg.Context()
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
-	if n, _ := strconv.Atoi(msg.Metadata.Get(MetaNumDelivered)); n > 1 {
+	if n, _ := strconv.Atoi(msg.Metadata.Get(bus.MetaNumDelivered)); n > 1 {
 		s.metrics.Redeliveries.Inc()
 	}
 	env, err := profile.DecodeEnvelope(msg.Payload)

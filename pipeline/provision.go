@@ -95,7 +95,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Replicas:         c.Replicas,
 	}, {
 		Name:        subjects.StreamPoison,
-		Description: "ximd messages a pipeline stage gave up on (header Xim-Poison-Reason)",
+		Description: "ximd messages a pipeline stage gave up on (header reason_poisoned)",
 		Subjects:    []string{subjects.PoisonAll},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,

@@ -172,6 +172,4 @@ const (
 	HeaderConn = "Xim-Conn"
 	// HeaderReceived is the gateway's receive time of a packet, Unix nanoseconds.
 	HeaderReceived = "Xim-Received"
-	// HeaderPoisonReason says why a stage gave up on a message (stream XIM_POISON).
-	HeaderPoisonReason = "Xim-Poison-Reason"
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/ximd/ximd/pipeline/node"
@@ -27,6 +28,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	partitions := fs.Int("partitions", node.Defaults().Store.Partitions, "XIM_PARTITIONS of the node under test")
 	editInterval := fs.Duration("edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
 	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ximctl bench [flags]\n\nStarts an all-in-one ximd with an embedded NATS server, drives deltas and finals through its\nWebSocket edge into a loopback webhook target, and reports the figures next to the raw\nJetStream async-publish rate measured on the same server in the same run.")
 		fs.PrintDefaults()
@@ -53,6 +55,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer n.Stop()
 	fmt.Fprintf(stdout, "node: %d partitions, edit interval %s, data %s\n", *partitions, *editInterval, dir)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	rep, err := load.Run(ctx, cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
 	if err != nil {

@@ -43,11 +43,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			return 2
 		}
 	}
-	cfg, err := node.FromEnv(getenv)
-	cfg.Role = role
-	if err == nil {
-		err = cfg.Validate()
-	}
+	cfg, err := node.FromEnv(role, getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ximd: configuration:\n%v\n", err)
 		return 2

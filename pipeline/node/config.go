@@ -82,10 +82,11 @@ func Defaults() Config {
 	}
 }
 
-// FromEnv reads every XIM_* variable through getenv over the defaults; it reports every bad
-// value at once.
-func FromEnv(getenv func(string) string) (Config, error) {
+// FromEnv reads every XIM_* variable through getenv over the defaults for a process of role;
+// it reports every bad value at once.
+func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	c := Defaults()
+	c.Role = role
 	var errs []error
 	str := func(name string, dst *string) {
 		if v := strings.TrimSpace(getenv(name)); v != "" {

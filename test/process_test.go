@@ -1,0 +1,149 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process's output and the test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func buildXimd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ximd")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/ximd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// edge-api §1 and §2: the ximd process runs from its environment with the embedded NATS server,
+// generates the agent token into <data dir>/agent-token (0600) and logs its path, never the token
+// or a webhook secret; SIGTERM drains and exits 0.
+func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := buildXimd(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	var logs syncBuffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "XIM_DATA_DIR="+dir, "XIM_HTTP_ADDR="+addr, "XIM_NATS_PORT=-1",
+		"XIM_NATS_MONITOR_PORT=-1", "XIM_LOG_LEVEL=debug", "XIM_AGENT_TOKEN=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	poll(t, "readyz 200", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	tokenFile := filepath.Join(dir, "agent-token")
+	st, err := os.Stat(tokenFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	raw, _ := os.ReadFile(tokenFile)
+	token := strings.TrimSpace(string(raw))
+
+	tg, err := testkit.NewTarget("webhook-secret-"+testkit.NewID("s"), testkit.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	n := &testkit.Node{Token: token, Addr: addr}
+	if err := n.OpenChannel("cch_proc", tg.Config("edit", "typing")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	a, err := testkit.Dial(ctx, addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := a.Send(ctx, "cch_proc", profile.TypeMessage, msg("m_proc", "hello"))
+	env, err := a.Reply(pid, wait)
+	if ack, aerr := testkit.AckOf(env); err != nil || aerr != nil || ack.Status != profile.AckAccepted {
+		t.Fatalf("ack %+v %v %v", env, err, aerr)
+	}
+	a.Close()
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatalf("no exit within 45s of SIGTERM\n%s", logs.String())
+	}
+	out := logs.String()
+	if !strings.Contains(out, tokenFile) && !strings.Contains(out, "agent-token") {
+		t.Fatalf("the token file's path is not logged:\n%s", out)
+	}
+	for _, secret := range []string{token, tg.Secret} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("a secret is in the logs")
+		}
+	}
+	if !strings.Contains(out, `"ximd_stopped"`) {
+		t.Fatalf("no clean stop:\n%s", out)
+	}
+}
+
+// edge-api §1: a bad configuration is refused before anything starts, naming every bad variable.
+func TestProcess_BadConfigurationExits2NamingVariables(t *testing.T) {
+	t.Parallel()
+	bin := buildXimd(t)
+	cmd := exec.Command(bin, "gateway")
+	cmd.Env = append(os.Environ(), "XIM_DATA_DIR="+t.TempDir(), "XIM_EDIT_INTERVAL=soon", "XIM_LOG_LEVEL=loud", "XIM_NATS_URL=")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v\n%s", err, out)
+	}
+	for _, want := range []string{"XIM_EDIT_INTERVAL", "XIM_LOG_LEVEL", "XIM_NATS_URL"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output does not name %s:\n%s", want, out)
+		}
+	}
+}
