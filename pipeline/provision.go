@@ -23,8 +23,6 @@ type StoreConfig struct {
 	// InMaxBytes bounds XIM_IN; when full, publishes are refused (the gateway answers `unavailable`,
 	// retryable), never silently dropped.
 	InMaxBytes int64
-	// DedupWindow is XIM_IN's Nats-Msg-Id duplicate window.
-	DedupWindow time.Duration
 	// CompletedTTL (XIM_COMPLETED_TTL) is how long completed message_ids are remembered.
 	CompletedTTL time.Duration
 	// CompletedMaxBytes bounds the completed-ID bucket; when full new finals are refused
@@ -43,7 +41,6 @@ func DefaultStoreConfig() StoreConfig {
 		Replicas:          1,
 		InMaxAge:          24 * time.Hour,
 		InMaxBytes:        1 << 30,
-		DedupWindow:       2 * time.Minute,
 		CompletedTTL:      24 * time.Hour,
 		CompletedMaxBytes: 1 << 30,
 		DisplayMaxBytes:   256 << 20,
@@ -60,8 +57,8 @@ func (c StoreConfig) Validate() error {
 	if c.Replicas < 1 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("replicas %d: must be 1..5", c.Replicas))
 	}
-	if c.DedupWindow <= 0 || c.InMaxAge < c.DedupWindow {
-		errs = append(errs, errors.New("inbound max age must be >= the dedup window > 0"))
+	if c.InMaxAge < time.Minute {
+		errs = append(errs, errors.New("inbound max age must be at least 1m"))
 	}
 	if c.CompletedTTL < time.Minute {
 		errs = append(errs, errors.New("completed TTL must be at least 1m"))
@@ -90,7 +87,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Discard:          jetstream.DiscardNew,
 		MaxAge:           c.InMaxAge,
 		MaxBytes:         c.InMaxBytes,
-		Duplicates:       c.DedupWindow,
 		Storage:          jetstream.FileStorage,
 		Replicas:         c.Replicas,
 	}, {

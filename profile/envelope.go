@@ -9,7 +9,7 @@ import (
 )
 
 // MaxPacketIDBytes bounds packet_id (and reply_to). The Common Protocol sets no limit; ximd
-// needs one because packet_id becomes part of a NATS header (Nats-Msg-Id).
+// needs one because packet_id is echoed in every reply's reply_to and stored with intent records.
 const MaxPacketIDBytes = 256
 
 // Envelope is the WirePacket (profile §4): one WebSocket text frame.

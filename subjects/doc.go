@@ -1,5 +1,5 @@
 // Package subjects builds every NATS name ximd uses: subjects, stream, bucket and consumer names,
-// KV keys and Nats-Msg-Id values. Each builder rejects tokens that are unsafe in a NATS subject
+// and KV keys. Each builder rejects tokens that are unsafe in a NATS subject
 // (empty, '.', '*', '>', whitespace, control characters), so a value taken from a packet can never
 // widen a subscription or address another channel's data.
 //

@@ -94,19 +94,6 @@ func Reply(gateway string) (string, error) {
 	return gwRoot + "." + gateway + ".reply", nil
 }
 
-// MsgID is the Nats-Msg-Id of an inbound packet: JetStream drops a second publish of the same
-// packet within the dedup window (a gateway retrying a publish), never a retransmission (which
-// has a new packet_id and must be answered).
-func MsgID(channel, packetID string) (string, error) {
-	if err := Token(channel); err != nil {
-		return "", err
-	}
-	if packetID == "" {
-		return "", fmt.Errorf("%w: empty packet_id", ErrUnsafeToken)
-	}
-	return channel + ":" + packetID, nil
-}
-
 // MessageKey is the KV key of one message of a channel in BucketCompleted and BucketDisplay:
 // "<channel>.<message_id>" when message_id is itself a safe key, otherwise "<channel>.=<hex>" with
 // the first 16 bytes of its SHA-256 (a raw id never contains '=', so the two never collide).

@@ -79,14 +79,6 @@ func TestMessageKeyDistinct(t *testing.T) {
 	}
 }
 
-func TestMsgIDIncludesChannel(t *testing.T) {
-	a, _ := subjects.MsgID("c1", "p1")
-	b, _ := subjects.MsgID("c2", "p1")
-	if a == b {
-		t.Fatal("same packet_id on two channels must not dedup against each other")
-	}
-}
-
 func TestPartitionNames(t *testing.T) {
 	if got := subjects.PartitionConsumer(3); got != "in-p03" {
 		t.Fatalf("PartitionConsumer(3) = %q", got)

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -248,6 +249,26 @@ func TestFinal_CompletedIDsSurviveRestart(t *testing.T) {
 	wantAck(t, ack, profile.AckDuplicate, "")
 	_, ack = e.final(msg("m_persist", "changed"))
 	wantAck(t, ack, profile.AckRejected, profile.CodeMessageIDConflict)
+	if n := len(e.target.MessageCalls()); n != 1 {
+		t.Fatalf("target called %d times", n)
+	}
+}
+
+// P-ID-5, edge-api §5.1: an identical frame sent twice (same packet_id) is two transmissions and
+// each is answered: the accepted packet gets accepted again, the target is touched once.
+func TestFinal_IdenticalFrameSentTwiceIsAnsweredTwice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	frame, err := testkit.Packet("pkt_same", e.channel, profile.TypeMessage, msg("m_same", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := e.agent.SendRaw(context.Background(), frame); err != nil {
+			t.Fatal(err)
+		}
+		wantAck(t, e.ackOf("pkt_same"), profile.AckAccepted, "")
+	}
 	if n := len(e.target.MessageCalls()); n != 1 {
 		t.Fatalf("target called %d times", n)
 	}

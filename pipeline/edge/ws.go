@@ -273,13 +273,10 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
 		return
 	}
-	msgID, err := subjects.MsgID(env.ChannelID, env.PacketID)
-	if err != nil {
-		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
-		return
-	}
+	// No Nats-Msg-Id: every transmission must be answered, even an identical one sent again, and
+	// the stages are idempotent on (channel, message_id, sequence); a dedup window would only
+	// hold memory for every packet of the last minutes.
 	m := nats.NewMsg(subject)
-	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set(subjects.HeaderGateway, g.cfg.ID)
 	m.Header.Set(subjects.HeaderConn, c.id)
 	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(time.Now().UnixNano(), 10))
