@@ -26,6 +26,8 @@ type AssembleConfig struct {
 	EditInterval time.Duration
 	// CallTimeout bounds one display call.
 	CallTimeout time.Duration
+	// Worker names this worker in records.
+	Worker string
 }
 
 // Assembler applies deltas in sequence order (P-DLT-1/2, P-ERR-4) and displays them on `edit`
@@ -39,6 +41,7 @@ type Assembler struct {
 	metrics  *Metrics
 	logger   *slog.Logger
 	seed     maphash.Seed
+	worker   string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,7 +91,7 @@ func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, l
 		cfg.CallTimeout = 10 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(),
+	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
 		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}}
 }
 
@@ -165,21 +168,17 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	}
 	if d.Sequence != 1 {
 		// Either a real gap, or the message began before this worker held it (restart, eviction,
-		// rebalance) or already completed: the records tell.
+		// rebalance) or already completed: its record tells.
 		rec, rev, err := a.records.Get(ctx, kv)
 		if err != nil {
 			return nil, nil, err
 		}
-		_, displayed, err := a.records.DisplayHandle(ctx, kv)
-		if err != nil {
-			return nil, nil, err
-		}
 		switch {
-		case rev != 0 && rec.State != "":
+		case rev != 0 && rec.State == StateDisplaying:
+			buf.lost = true
+		case rev != 0:
 			a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
 			return nil, nil, nil
-		case displayed:
-			buf.lost = true
 		default:
 			buf.broken = true
 			buf.next = 0
@@ -229,40 +228,34 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	buf.mu.Unlock()
 }
 
-// Finish ends a message's buffer at its final (P-STATE-5): it stops the display, waits for a
-// call in flight, and returns the target message id the final must edit ("" when none).
-func (a *Assembler) Finish(ctx context.Context, channel, messageID, kv string) (string, error) {
+// Finish ends a message's buffer at its final (P-STATE-5): it stops the display and waits for
+// a call in flight, so the message's record holds the final word on what the target shows.
+func (a *Assembler) Finish(ctx context.Context, channel, messageID string) error {
 	k := bufKey{channel, messageID}
 	a.mu.Lock()
 	buf := a.buffers[k]
 	delete(a.buffers, k)
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	a.mu.Unlock()
-	if buf != nil {
-		buf.mu.Lock()
-		done := buf.done
-		if buf.stop != nil {
-			close(buf.stop)
-			buf.stop = nil
-		}
-		buf.mu.Unlock()
-		if done != nil {
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		buf.mu.Lock()
-		id := buf.targetID
-		buf.mu.Unlock()
-		if id != "" {
-			return id, nil
-		}
+	if buf == nil {
+		return nil
 	}
-	// No handle in memory: a restart or eviction may have happened after the first display.
-	id, _, err := a.records.DisplayHandle(ctx, kv)
-	return id, err
+	buf.mu.Lock()
+	done := buf.done
+	if buf.stop != nil {
+		close(buf.stop)
+		buf.stop = nil
+	}
+	buf.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // kick starts the buffer's display loop unless one runs; buf.mu is held.
@@ -334,40 +327,37 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 	}
 }
 
-// show creates (first call, with a display intent record) or edits the target message.
+// show creates (first call, after recording the display intent) or edits the target message.
 func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
 	defer cancel()
-	start := time.Now()
-	op := "edit"
-	var err error
 	if id == "" {
-		op = "send"
-		var existing string
-		var found bool
-		existing, found, _, err = a.records.CreateDisplay(ctx, buf.kv)
-		if err == nil && found && existing != "" {
-			id, op = existing, "edit"
-		}
-		if err == nil && id == "" {
-			if found {
-				// An earlier create's outcome is unknown (crash between intent and handle):
-				// displaying again could show the partial text twice.
-				return "", errDisplayInDoubt
-			}
+		rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli()})
+		switch {
+		case errors.Is(err, errExists) && cur.State == StateDisplaying && cur.TargetMessageID != "":
+			id = cur.TargetMessageID // a restarted worker resumes editing the same message
+		case errors.Is(err, errExists) && cur.State == StateDisplaying:
+			// An earlier create's outcome is unknown (crash between intent and handle):
+			// creating again could show the partial text twice.
+			return "", errDisplayInDoubt
+		case errors.Is(err, errExists):
+			return "", errMessageFinal // finalized by now: the final shows the text
+		case err != nil:
+			return "", err
+		default:
+			start := time.Now()
 			id, err = buf.bind.Target.Send(ctx, target.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
-			if err == nil {
-				err = a.records.SetDisplay(ctx, buf.kv, id)
+			a.observe(buf.bind.Adapter, "send", start, err)
+			if err != nil {
+				return "", err
 			}
-			a.observe(buf.bind.Adapter, op, start, err)
+			_, err = a.records.Update(ctx, buf.kv, Record{State: StateDisplaying, TargetMessageID: id, Worker: a.worker, At: time.Now().UnixMilli()}, rev)
 			return id, err
 		}
-		if err != nil {
-			return "", err
-		}
 	}
-	err = buf.edit.Edit(ctx, id, target.Message{Text: text})
-	a.observe(buf.bind.Adapter, op, start, err)
+	start := time.Now()
+	err := buf.edit.Edit(ctx, id, target.Message{Text: text})
+	a.observe(buf.bind.Adapter, "edit", start, err)
 	return id, err
 }
 
@@ -449,7 +439,12 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// errDisplayInDoubt: a streamed message's creation was started but its handle never recorded.
-var errDisplayInDoubt = errors.New("display handle in doubt after a restart")
+// Reasons a message stops being displayed before its final.
+var (
+	// errDisplayInDoubt: a streamed message's creation was started but its handle never recorded.
+	errDisplayInDoubt = errors.New("display handle in doubt after a restart")
+	// errMessageFinal: the message's final is being or was delivered.
+	errMessageFinal = errors.New("message already final")
+)
 
 func idempotencyKey(channel, messageID string) string { return channel + ":" + messageID }

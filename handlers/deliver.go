@@ -106,17 +106,37 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 	if err != nil {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
 	}
-	rev, cur, err := d.records.CreateIntent(ctx, key, Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()})
+	// Stop the streamed display first: from here on the record says what the target shows.
+	if err := d.assemble.Finish(ctx, b.Channel, msg.MessageID); err != nil {
+		return profile.Ack{}, err
+	}
+	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	rev, cur, err := d.records.Create(ctx, key, intent)
+	var prev *Record // the displaying record the intent replaced, restored on a rejection
 	switch {
+	case errors.Is(err, errExists) && cur.State == StateDisplaying:
+		p := cur
+		prev = &p
+		intent.TargetMessageID = cur.TargetMessageID
+		if rev, err = d.records.Update(ctx, key, intent, rev); err != nil {
+			return profile.Ack{}, err
+		}
 	case errors.Is(err, errExists):
 		return d.existing(ctx, in, msg, b, key, digest, cur, rev)
 	case err != nil:
 		return profile.Ack{}, err
 	}
+	release := func() error {
+		if prev != nil {
+			_, err := d.records.Update(ctx, key, *prev, rev)
+			return err
+		}
+		return d.records.Delete(ctx, key, rev)
+	}
 
 	files, perr, err := d.resolveFiles(ctx, b.Channel, msg.Files)
 	if perr != nil || err != nil {
-		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
+		if rerr := release(); rerr != nil {
 			return profile.Ack{}, errors.Join(err, rerr)
 		}
 		if err != nil {
@@ -125,16 +145,9 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		return profile.Rejected(msg.MessageID, perr), nil
 	}
 	d.activity.Clear(b.Channel) // the final clears a shown status (P-ACT-5)
-	targetID, err := d.assemble.Finish(ctx, b.Channel, msg.MessageID, key)
-	if err != nil {
-		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
-			return profile.Ack{}, errors.Join(err, rerr)
-		}
-		return profile.Ack{}, err
-	}
 
-	// From here the target may be touched: the intent stays unless the target refused for sure.
-	targetID, terr := d.callTarget(ctx, b, targetID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
+	// From here the target may be touched: the intent stays unless the target refused.
+	targetID, terr := d.callTarget(ctx, b, intent.TargetMessageID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
 	if terr != nil {
 		var pe *profile.Error
 		if !errors.As(terr, &pe) {
@@ -142,7 +155,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		}
 		// The webhook contract passes idempotency_key, so a later attempt of the same message
 		// cannot create a second copy on a target that honours it: release the intent.
-		if rerr := d.records.Release(ctx, key, rev); rerr != nil {
+		if rerr := release(); rerr != nil {
 			d.logger.Warn("intent_release_failed", "channel", b.Channel, "message_id", msg.MessageID, "stage", "deliver", "err", rerr)
 		}
 		return profile.Rejected(msg.MessageID, pe), nil
@@ -153,7 +166,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 	return profile.Accepted(msg.MessageID), nil
 }
 
-// existing answers a final whose message_id already has a record.
+// existing answers a final whose message_id already has a delivering, done or unknown record.
 func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64) (profile.Ack, error) {
 	if cur.Digest != digest {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", msg.MessageID)), nil
@@ -176,7 +189,7 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 				d.done.put(bufKey{b.Channel, msg.MessageID}, done)
 				return answerDone(done, in.PacketID, msg.MessageID, digest), nil
 			}
-			if err := d.records.Release(ctx, key, rev); err != nil {
+			if err := d.records.Delete(ctx, key, rev); err != nil {
 				return profile.Ack{}, err
 			}
 			return d.deliver(ctx, in, msg, b)

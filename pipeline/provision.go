@@ -25,11 +25,9 @@ type StoreConfig struct {
 	InMaxBytes int64
 	// CompletedTTL (XIM_COMPLETED_TTL) is how long completed message_ids are remembered.
 	CompletedTTL time.Duration
-	// CompletedMaxBytes bounds the completed-ID bucket; when full new finals are refused
+	// CompletedMaxBytes bounds the per-message record bucket; when full new finals are refused
 	// (`internal_error`, retryable) rather than forgetting IDs early.
 	CompletedMaxBytes int64
-	// DisplayMaxBytes bounds the bucket of streamed-message handles.
-	DisplayMaxBytes int64
 	// PoisonMaxAge is how long poisoned messages stay for inspection.
 	PoisonMaxAge time.Duration
 }
@@ -43,7 +41,6 @@ func DefaultStoreConfig() StoreConfig {
 		InMaxBytes:        1 << 30,
 		CompletedTTL:      24 * time.Hour,
 		CompletedMaxBytes: 1 << 30,
-		DisplayMaxBytes:   256 << 20,
 		PoisonMaxAge:      7 * 24 * time.Hour,
 	}
 }
@@ -63,7 +60,7 @@ func (c StoreConfig) Validate() error {
 	if c.CompletedTTL < time.Minute {
 		errs = append(errs, errors.New("completed TTL must be at least 1m"))
 	}
-	for name, v := range map[string]int64{"inbound": c.InMaxBytes, "completed": c.CompletedMaxBytes, "display": c.DisplayMaxBytes} {
+	for name, v := range map[string]int64{"inbound": c.InMaxBytes, "completed": c.CompletedMaxBytes} {
 		if v < 1<<20 {
 			errs = append(errs, fmt.Errorf("%s max bytes must be at least 1 MiB", name))
 		}
@@ -112,19 +109,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
-		Bucket:      subjects.BucketCompleted,
-		Description: "ximd final delivery intents and completed message_ids",
+		Bucket:      subjects.BucketMessages,
+		Description: "ximd per-message records: streamed display handle, final intent, completed message_id",
 		History:     1,
 		TTL:         c.CompletedTTL,
 		MaxBytes:    c.CompletedMaxBytes,
-		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
-	}, {
-		Bucket:      subjects.BucketDisplay,
-		Description: "ximd target handles of streamed (edited) messages",
-		History:     1,
-		TTL:         c.CompletedTTL,
-		MaxBytes:    c.DisplayMaxBytes,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
@@ -174,7 +163,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketCompleted, subjects.BucketDisplay, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

@@ -12,7 +12,7 @@ func TestDigest(t *testing.T) {
 		Files: []profile.File{{Type: "image", FileRef: "file_abc123", Filename: "page.png", MimeType: "image/png",
 			ByteSize: 155000, ExpiresAt: 1790000300000, DownloadURL: "/files/refs/file_abc123"}},
 	}
-	// Golden: the digest is persisted in xim_completed, so it must never change (P-STATE-6).
+	// Golden: the digest is persisted in the xim_messages records, so it must never change (P-STATE-6).
 	const golden = "3b5b62456c13de9abc424f58067f3f9852a4b6ab3a4f7159d20b3c9f7880f3a7"
 	if got := base.Digest(); got != golden {
 		t.Fatalf("Digest = %s, want %s", got, golden)

@@ -17,8 +17,7 @@ const (
 	StreamIn        = "XIM_IN"
 	StreamPoison    = "XIM_POISON"
 	BucketChannels  = "xim_channels"
-	BucketCompleted = "xim_completed"
-	BucketDisplay   = "xim_display"
+	BucketMessages  = "xim_messages"
 	BucketConfig    = "xim_config"
 	BucketFiles     = "xim_files"
 
@@ -94,7 +93,7 @@ func Reply(gateway string) (string, error) {
 	return gwRoot + "." + gateway + ".reply", nil
 }
 
-// MessageKey is the KV key of one message of a channel in BucketCompleted and BucketDisplay:
+// MessageKey is the KV key of one message of a channel in BucketMessages:
 // "<channel>.<message_id>" when message_id is itself a safe key, otherwise "<channel>.=<hex>" with
 // the first 16 bytes of its SHA-256 (a raw id never contains '=', so the two never collide).
 func MessageKey(channel, messageID string) (string, error) {
@@ -111,7 +110,7 @@ func MessageKey(channel, messageID string) (string, error) {
 	return channel + ".=" + hex.EncodeToString(sum[:16]), nil
 }
 
-// ChannelKeys matches every key of one channel in BucketCompleted and BucketDisplay.
+// ChannelKeys matches every key of one channel in BucketMessages.
 func ChannelKeys(channel string) (string, error) {
 	if err := Token(channel); err != nil {
 		return "", err

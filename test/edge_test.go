@@ -156,7 +156,8 @@ func TestChannels_SurviveRestartAndReportStats(t *testing.T) {
 	e.waitCalls("delta shown", func(c []testkit.Call) bool { return len(c) == 2 })
 	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
 	st := jsonOf(t, b)["stats"].(map[string]any)
-	if st["completed_ids"] != 1.0 || st["open_delta_buffers"] != 1.0 || st["pending_outbound"] != 0.0 {
+	// completed_ids counts the channel's message records: m_s1 (done) and m_open (streamed).
+	if st["completed_ids"] != 2.0 || st["open_delta_buffers"] != 1.0 || st["pending_outbound"] != 0.0 {
 		t.Fatalf("stats %v", st)
 	}
 	e.restart()

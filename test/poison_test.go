@@ -26,7 +26,7 @@ func TestFinal_InfrastructureFailureIsPoisonedAndAnsweredRetryable(t *testing.T)
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if err := js.DeleteKeyValue(ctx, subjects.BucketCompleted); err != nil {
+	if err := js.DeleteKeyValue(ctx, subjects.BucketMessages); err != nil {
 		t.Fatal(err)
 	}
 	pid := e.send(profile.TypeMessage, msg("m_poison", "x"))

@@ -216,7 +216,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	replies := handlers.NewReplier(nc, m, log)
 	activity := handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout}, m, log)
 	asm := handlers.NewAssembler(handlers.AssembleConfig{TTL: n.cfg.DeltaTTL, MaxBuffers: n.cfg.MaxDeltaBuffers, MaxBytes: n.cfg.MaxDeltaBytes,
-		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout}, records, activity, m, log)
+		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance}, records, activity, m, log)
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance},
 		records, fileResolver{fs}, asm, activity, replies, m, log)
 	stages := handlers.NewStages(profile.Default(), handlers.NewTargets(reg, adapters), asm, del, activity, replies, m, log)

@@ -55,7 +55,7 @@ func (s *channelState) Stats(ctx context.Context, channel string) (edge.Stats, e
 		}
 		wait = 20 * time.Millisecond
 	}
-	n, err := s.records.CountCompleted(ctx, channel)
+	n, err := s.records.CountChannel(ctx, channel)
 	st.CompletedIDs = n
 	return st, err
 }
