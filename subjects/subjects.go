@@ -14,12 +14,12 @@ var ErrUnsafeToken = errors.New("unsafe subject token")
 
 // Stream, bucket and subject roots. Names read well in `nats stream ls` and `nats kv ls`.
 const (
-	StreamIn        = "XIM_IN"
-	StreamPoison    = "XIM_POISON"
-	BucketChannels  = "xim_channels"
-	BucketMessages  = "xim_messages"
-	BucketConfig    = "xim_config"
-	BucketFiles     = "xim_files"
+	StreamIn       = "XIM_IN"
+	StreamPoison   = "XIM_POISON"
+	BucketChannels = "xim_channels"
+	BucketMessages = "xim_messages"
+	BucketConfig   = "xim_config"
+	BucketFiles    = "xim_files"
 
 	inRoot     = "xim.in"
 	partRoot   = "xim.part"
