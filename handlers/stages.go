@@ -112,12 +112,8 @@ func (s *Stages) PoisonHandler(msg *message.Message) error {
 }
 
 func errorCode(err error) string {
-	var pe *profile.Error
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return profile.CodeTargetUnavailable
 	}
-	return "error"
+	return profile.CodeOf(err)
 }

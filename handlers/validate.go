@@ -31,7 +31,7 @@ func Validate(cat *profile.Catalog, env profile.Envelope) (Packet, *Rejection) {
 		if m, err = cat.DecodeMessage(env.Payload, profile.FromAgent); err == nil {
 			p.Message = &m
 		} else if id := profile.MessageIDOf(env.Payload); id != "" {
-			return p, &Rejection{Err: asProfileError(err), MessageID: id}
+			return p, &Rejection{Err: profile.AsError(err), MessageID: id}
 		}
 	case profile.TypeDelta:
 		var d profile.Delta
@@ -52,14 +52,7 @@ func Validate(cat *profile.Catalog, env profile.Envelope) (Packet, *Rejection) {
 		err = profile.Errorf(profile.CodeInvalidPacket, "type %s has no stage", env.Type)
 	}
 	if err != nil {
-		return p, &Rejection{Err: asProfileError(err)}
+		return p, &Rejection{Err: profile.AsError(err)}
 	}
 	return p, nil
-}
-
-func asProfileError(err error) *profile.Error {
-	if pe, ok := err.(*profile.Error); ok {
-		return pe
-	}
-	return profile.Errorf(profile.CodeInvalidPacket, "%v", err)
 }

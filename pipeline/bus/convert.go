@@ -25,9 +25,10 @@ const (
 	MetaSubject = "Xim-Subject"
 	// MetaStreamSeq is the message's stream sequence, in decimal.
 	MetaStreamSeq = "Xim-Stream-Seq"
-	// MetaNumDelivered is how many times the message was delivered to a handler, in decimal:
-	// JetStream's delivery count plus the in-process redeliveries after Nack. "1" on the first
-	// delivery; above 1 the message was seen before (by this or another subscriber).
+	// MetaNumDelivered is the message's delivery count, in decimal: JetStream's (which also
+	// counts a delivery to a subscriber that fetched the message and handed it back on Close)
+	// plus the in-process redeliveries after Nack. "1" on the first delivery; above 1 the message
+	// may have been seen before, by this or another subscriber.
 	MetaNumDelivered = "Xim-Num-Delivered"
 )
 

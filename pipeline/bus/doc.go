@@ -35,15 +35,16 @@
 //   - Nack redelivers the same message, in process, after [SubscriberConfig.NakDelay] and before
 //     any later message, so order is kept and a failing handler does not spin. Meanwhile the
 //     JetStream message stays un-acked; the subscriber keeps its AckWait from expiring.
-//   - A message held longer than half of AckWait (in a handler, waiting for its Nack delay, or
-//     fetched and waiting its turn) gets an InProgress ack every AckWait/4, so long handlers do not
-//     cause redeliveries.
+//   - Every held message (in a handler, waiting for its Nack delay, or fetched and waiting its
+//     turn) gets an InProgress ack once half of its AckWait has passed (checked every AckWait/4),
+//     which restarts the server's timer: long handlers do not cause redeliveries.
 //   - When [SubscriberConfig.MaxDeliver] is positive, a message Nacked after its delivery count
 //     (see [MetaNumDelivered]) reached it is terminated instead of retried. The default is
 //     unlimited: the router's retry and poison middleware decide when to give up.
 //   - A message that cannot be turned into a Watermill message (a header with several values, a
 //     reply subject without JetStream metadata) is logged with its stream sequence (never its
-//     payload), terminated with TermWithReason and skipped. Nothing on this path panics.
+//     payload), terminated with TermWithReason (when it has a JetStream reply subject) and
+//     skipped. Nothing on this path panics.
 //
 // # Metadata
 //
@@ -56,10 +57,12 @@
 //
 // The context of every emitted message derives from the Subscribe context and is cancelled when
 // the message is acked or nacked, when the Subscribe context ends, and on [Subscriber.Close].
-// Ending a subscription stops fetching, waits (at most [SubscriberConfig.CloseTimeout]) for the
-// message in the handler to be acked or nacked, then Naks, in stream order, every message it
-// still holds (the nacked or unfinished one, those fetched but not yet delivered, those of the
-// pull request still open) so the server redelivers them at once, flushes the connection and
-// closes the output channel. Close waits for every subscription's goroutine; Subscribe after
+// Ending a subscription stops fetching, waits for the message in the handler to be acked or
+// nacked and for the open pull request to end (at most [SubscriberConfig.FetchWait] later), all
+// within [SubscriberConfig.CloseTimeout], then Naks, in stream order, every message it still
+// holds (the nacked or unfinished one, those fetched but not yet delivered, those the pull
+// request brought meanwhile) so the server redelivers them at once, flushes the connection and
+// closes the output channel. Past CloseTimeout it Naks what it holds, the message in the handler
+// included (a late Ack of it is ignored), and stops waiting. Close waits for every subscription's goroutine; Subscribe after
 // Close returns [ErrClosed].
 package bus

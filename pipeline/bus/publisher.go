@@ -18,8 +18,9 @@ var (
 	ErrClosed = errors.New("bus: closed")
 	// ErrInvalidMetadata is returned by Publish for a metadata key that is not a NATS header name.
 	ErrInvalidMetadata = errors.New("bus: invalid metadata")
-	// ErrCloseTimeout is returned by Subscriber.Close when a subscription did not finish within
-	// its bound; its messages are then redelivered by JetStream after AckWait.
+	// ErrCloseTimeout is returned by Subscriber.Close when a subscription's goroutine did not end
+	// within CloseTimeout plus the connection flush bound. The goroutine still ends on its own;
+	// messages it could not hand back are redelivered by JetStream after AckWait.
 	ErrCloseTimeout = errors.New("bus: close timed out")
 )
 

@@ -33,10 +33,19 @@ var suiteFeatures = tests.Features{
 // a durable per topic. NakDelay and FetchWait are shortened: the suite nacks hundreds of times
 // and closes subscribers in sequence.
 func TestPubSub(t *testing.T) {
+	newPubSub := suiteConstructor(t)
+	tests.TestPubSub(t, suiteFeatures,
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return newPubSub(t, "") },
+		newPubSub,
+	)
+}
+
+// suiteConstructor starts a server and returns the suite's consumer-group constructor.
+func suiteConstructor(t *testing.T) tests.ConsumerGroupPubSubConstructor {
 	s := startServer(t)
 	prov := newStreams(connect(t, s))
 
-	newPubSub := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	return func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		js := connect(t, s)
 		pub, err := bus.NewPublisher(js, bus.PublisherConfig{
 			Subject: func(topic string) string {
@@ -64,9 +73,4 @@ func TestPubSub(t *testing.T) {
 		}
 		return pub, sub
 	}
-
-	tests.TestPubSub(t, suiteFeatures,
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return newPubSub(t, "") },
-		newPubSub,
-	)
 }

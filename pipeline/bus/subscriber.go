@@ -30,7 +30,8 @@ type Consumer struct {
 	// Durable is the durable consumer's name. Required. Subscriptions (of any Subscriber, in any
 	// process) on the same durable share its messages: the durable is the consumer group.
 	Durable string
-	// FilterSubjects restricts the consumer to these subjects (none: the whole stream).
+	// FilterSubjects restricts the consumer to these subjects (none: the whole stream). A single
+	// subject is written as the consumer's FilterSubject, as provisioning code usually does.
 	FilterSubjects []string
 	// Description is the consumer's description.
 	Description string

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -243,7 +242,7 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 	env, err := profile.DecodeEnvelope(frame)
 	if err != nil {
 		g.metrics.frames.WithLabelValues("invalid").Inc()
-		g.replyError(c, env, asProfileError(err))
+		g.replyError(c, env, profile.AsError(err))
 		return
 	}
 	pt, ok := g.catalog.Accepts(profile.FromAgent, env.Type)
@@ -416,14 +415,6 @@ func (g *Gateway) Connections() int {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return len(g.conns)
-}
-
-func asProfileError(err error) *profile.Error {
-	var pe *profile.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return profile.Errorf(profile.CodeInvalidPacket, "%v", err)
 }
 
 // dropLabel bounds the label values of dropped types.

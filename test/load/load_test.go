@@ -1,0 +1,56 @@
+package load_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/test/load"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+func startNode(tb testing.TB) *testkit.Node {
+	tb.Helper()
+	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = n.Stop() })
+	return n
+}
+
+// The load tool runs every phase end to end and reports non-zero figures.
+func TestRun_SmallLoadReportsEveryFigure(t *testing.T) {
+	n := startNode(t)
+	cfg := load.Config{Channels: 2, Messages: 2, Deltas: 10, Finals: 200, DeltaBytes: 8, Window: 32, PacedDuration: 200 * time.Millisecond, RawMessages: 2000}
+	rep, err := load.Run(context.Background(), cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RawPublishPerSec <= 0 || rep.DeltasPerSec <= 0 || rep.FinalsPerSec <= 0 || rep.AckP99 <= 0 || rep.DisplayP99 <= 0 || rep.DeltaRatio <= 0 || rep.FinalRatio <= 0 {
+		t.Fatalf("report has a zero figure:\n%s", rep)
+	}
+	if rep.AckP50 > rep.AckP99 || rep.DisplayP50 > rep.DisplayP99 {
+		t.Fatalf("percentiles out of order:\n%s", rep)
+	}
+}
+
+// BenchmarkEndToEnd runs the load tool once per iteration and reports its figures and ratios
+// against the raw JetStream baseline of the same run: go test -bench EndToEnd -benchtime 1x ./test/load
+func BenchmarkEndToEnd(b *testing.B) {
+	n := startNode(b)
+	cfg := load.DefaultConfig()
+	for i := 0; i < b.N; i++ {
+		rep, err := load.Run(context.Background(), cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rep.RawPublishPerSec, "raw_pub/s")
+		b.ReportMetric(rep.DeltasPerSec, "deltas/s")
+		b.ReportMetric(rep.FinalsPerSec, "finals/s")
+		b.ReportMetric(rep.DeltaRatio, "delta_ratio")
+		b.ReportMetric(rep.FinalRatio, "final_ratio")
+		b.ReportMetric(float64(rep.AckP99.Microseconds()), "ack_p99_us")
+		b.ReportMetric(float64(rep.DisplayP99.Microseconds()), "display_p99_us")
+	}
+}
