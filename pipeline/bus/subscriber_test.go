@@ -699,3 +699,73 @@ func TestSubscriberSurvivesServerRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriberKeepsProvisionedConsumer reads a WorkQueue stream's durable created the way
+// pipeline.Provision creates the partition consumers: a Subscriber with the same settings leaves
+// the consumer's configuration as it was.
+func TestSubscriberKeepsProvisionedConsumer(t *testing.T) {
+	s := startServer(t)
+	js := connect(t, s)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "IN", Subjects: []string{"in.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	provisioned := jetstream.ConsumerConfig{
+		Durable:       "in-p00",
+		Description:   "partition 0",
+		FilterSubject: "in.0.>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 1024,
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, "IN", provisioned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.CachedInfo().Config
+
+	sub, err := bus.NewSubscriber(js, bus.SubscriberConfig{
+		Consumer: func(string) bus.Consumer {
+			return bus.Consumer{Stream: "IN", Durable: "in-p00", FilterSubjects: []string{"in.0.>"}, Description: "partition 0"}
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	if err := sub.SubscribeInitialize("partition-0"); err != nil {
+		t.Fatal(err)
+	}
+	c, err = js.Consumer(ctx, "IN", "in-p00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := c.CachedInfo().Config
+	if fmt.Sprintf("%+v", after) != fmt.Sprintf("%+v", before) {
+		t.Errorf("consumer config changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+
+	if _, err := js.Publish(ctx, "in.0.chan.message", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := sub.Subscribe(ctx, "partition-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := receive(t, ch, 5*time.Second)
+	if m.Metadata.Get(bus.MetaSubject) != "in.0.chan.message" || m.UUID != "IN:1" {
+		t.Errorf("got %s from %s", m.UUID, m.Metadata.Get(bus.MetaSubject))
+	}
+	m.Ack()
+	eventually(t, 5*time.Second, "work queue message removed after Ack", func() bool {
+		st, err := js.Stream(ctx, "IN")
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/ximd/ximd/pipeline/node"
@@ -20,6 +22,9 @@ type Node struct {
 	Addr   string
 	cancel context.CancelFunc
 	done   chan error
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // NodeOptions tweak the node's config.
@@ -43,7 +48,11 @@ func StartNode(opts NodeOptions) (*Node, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		var w io.Writer = io.Discard
+		if os.Getenv("XIMTEST_LOG") != "" { // debugging aid: the node's logs on stderr
+			w = os.Stderr
+		}
+		logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	n, err := node.New(cfg, logger)
 	if err != nil {
@@ -65,15 +74,17 @@ func StartNode(opts NodeOptions) (*Node, error) {
 	return tn, nil
 }
 
-// Stop drains the node and returns Run's error.
+// Stop drains the node and returns Run's error; later calls return the same.
 func (n *Node) Stop() error {
-	n.cancel()
-	select {
-	case err := <-n.done:
-		return err
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("node did not stop within 60s")
-	}
+	n.stopOnce.Do(func() {
+		n.cancel()
+		select {
+		case n.stopErr = <-n.done:
+		case <-time.After(60 * time.Second):
+			n.stopErr = fmt.Errorf("node did not stop within 60s")
+		}
+	})
+	return n.stopErr
 }
 
 // Do calls the HTTP edge with the token; body is JSON-encoded unless it is []byte or nil.
