@@ -49,6 +49,7 @@ type Assembler struct {
 
 	mu      sync.Mutex
 	buffers map[bufKey]*buffer
+	evicted *keyRing // buffers dropped before their final: their later deltas are ignored
 }
 
 type bufKey struct{ channel, messageID string }
@@ -92,7 +93,7 @@ func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, l
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
-		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}}
+		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
 }
 
 // Apply applies one validated delta. It returns a *profile.Error to send as an `error` packet
@@ -106,7 +107,12 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, complet
 	}
 	a.mu.Lock()
 	buf := a.buffers[k]
+	evicted := buf == nil && a.evicted.has(k)
 	a.mu.Unlock()
+	if evicted {
+		a.metrics.DeltasIgnored.WithLabelValues("evicted").Inc()
+		return nil, nil
+	}
 	if buf == nil {
 		var perr *profile.Error
 		var err error
@@ -141,14 +147,22 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, complet
 		return profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence %d, got %d", expected, d.Sequence), nil
 	}
 	buf.next++
-	buf.hashes = append(buf.hashes, h)
-	if buf.edit == nil || buf.broken {
-		return nil, nil
+	if buf.hashes != nil || buf.next == 2 {
+		buf.hashes = append(buf.hashes, h)
 	}
-	if len(buf.text)+len(d.Text) > a.cfg.MaxBytes {
-		buf.broken = true
+	// MaxBytes bounds a buffer's memory: the text (edit targets) and 8 bytes a sequence for
+	// conflict detection. Past it the display stops, then conflict detection.
+	if size := 8*len(buf.hashes) + len(buf.text) + len(d.Text); size > a.cfg.MaxBytes {
+		if !buf.broken {
+			buf.broken = true
+			a.metrics.DeltaEvicted.WithLabelValues("bytes").Inc()
+		}
 		buf.text = nil
-		a.metrics.DeltaEvicted.WithLabelValues("bytes").Inc()
+		if 8*len(buf.hashes) > a.cfg.MaxBytes {
+			buf.hashes = nil
+		}
+	}
+	if buf.edit == nil || buf.broken {
 		return nil, nil
 	}
 	buf.text = append(buf.text, d.Text...)
@@ -216,6 +230,9 @@ func (b *buffer) lastSeenUnlocked() time.Time {
 // evictLocked drops a buffer before its final; its display stops. a.mu is held.
 func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	delete(a.buffers, buf.key)
+	if reason != "channel_closed" {
+		a.evicted.add(buf.key)
+	}
 	a.metrics.DeltaEvicted.WithLabelValues(reason).Inc()
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	buf.mu.Lock()
@@ -428,6 +445,31 @@ func (a *Assembler) Count(channel string) int {
 func (a *Assembler) Close(ctx context.Context) error {
 	a.cancel()
 	return waitGroup(ctx, &a.wg)
+}
+
+// keyRing is a bounded set of keys; the oldest leaves when it is full.
+type keyRing struct {
+	set  map[bufKey]struct{}
+	ring []bufKey
+	next int
+}
+
+func newKeyRing(n int) *keyRing {
+	return &keyRing{set: make(map[bufKey]struct{}, n), ring: make([]bufKey, n)}
+}
+
+func (r *keyRing) has(k bufKey) bool { _, ok := r.set[k]; return ok }
+
+func (r *keyRing) add(k bufKey) {
+	if r.has(k) {
+		return
+	}
+	if old := r.ring[r.next]; old != (bufKey{}) {
+		delete(r.set, old)
+	}
+	r.ring[r.next] = k
+	r.next = (r.next + 1) % len(r.ring)
+	r.set[k] = struct{}{}
 }
 
 func isClosed(c <-chan struct{}) bool {

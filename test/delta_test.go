@@ -172,11 +172,31 @@ func TestDelta_EvictedBufferFinalStillEditsDisplayedMessage(t *testing.T) {
 	poll(t, "buffer evicted", func() bool {
 		return metric(t, e.node, `ximd_delta_buffers_evicted_total{reason="ttl"} 1`)
 	})
+	e.send(profile.TypeDelta, delta("a8", 2, " and")) // ignored silently: no gap error, no display
+	e.quiet(200 * time.Millisecond)
 	_, ack := e.final(msg("a8", "partial and the rest"))
 	wantAck(t, ack, profile.AckAccepted, "")
 	calls := e.target.MessageCalls()
 	last := calls[len(calls)-1]
 	if len(calls) != 2 || last.Method != http.MethodPatch || last.Path != "/messages/tm-1" || last.Text() != "partial and the rest" {
+		t.Fatalf("calls %s", dump(calls))
+	}
+}
+
+// P-DLT-7: after a buffer is evicted (TTL) its later deltas are ignored silently (no gap error)
+// and its final is delivered in full.
+func TestDelta_EvictedBufferLaterDeltasIgnoredSilently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none", mutate: func(c *node.Config) { c.DeltaTTL = 50 * time.Millisecond }})
+	e.send(profile.TypeDelta, delta("a9", 1, "one "))
+	poll(t, "buffer evicted", func() bool {
+		return metric(t, e.node, `ximd_delta_buffers_evicted_total{reason="ttl"} 1`)
+	})
+	e.send(profile.TypeDelta, delta("a9", 2, "two"))
+	e.quiet(300 * time.Millisecond)
+	_, ack := e.final(msg("a9", "one two"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	if calls := e.target.MessageCalls(); len(calls) != 1 || calls[0].Text() != "one two" {
 		t.Fatalf("calls %s", dump(calls))
 	}
 }
