@@ -21,14 +21,15 @@ type Stages struct {
 	assemble *Assembler
 	deliver  *Deliverer
 	activity *Activity
+	outbox   *Outbox
 	replies  *Replier
 	metrics  *Metrics
 	logger   *slog.Logger
 }
 
 // NewStages wires the stages.
-func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer, act *Activity, rep *Replier, m *Metrics, logger *slog.Logger) *Stages {
-	return &Stages{catalog: cat, targets: t, assemble: asm, deliver: del, activity: act, replies: rep, metrics: m, logger: logger}
+func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer, act *Activity, out *Outbox, rep *Replier, m *Metrics, logger *slog.Logger) *Stages {
+	return &Stages{catalog: cat, targets: t, assemble: asm, deliver: del, activity: act, outbox: out, replies: rep, metrics: m, logger: logger}
 }
 
 // Handle is the Watermill handler of a partition. A returned error is an infrastructure failure
@@ -81,8 +82,7 @@ func (s *Stages) Handle(msg *message.Message) error {
 	case p.Activity != nil:
 		s.activity.Show(b, *p.Activity)
 	case p.Ack != nil:
-		// Acks of user messages belong to the send path; none is pending on the receive path.
-		s.metrics.Packets.WithLabelValues("ack_unknown").Inc()
+		return s.outbox.HandleAck(ctx, b.Channel, *p.Ack)
 	}
 	return nil
 }

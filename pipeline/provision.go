@@ -30,6 +30,9 @@ type StoreConfig struct {
 	CompletedMaxBytes int64
 	// PoisonMaxAge is how long poisoned messages stay for inspection.
 	PoisonMaxAge time.Duration
+	// OutboundMaxAge (XIM_OUTBOUND_MAX_AGE) is how long a user message stays pending before it
+	// fails as `expired`; XIM_OUT keeps work items a day longer.
+	OutboundMaxAge time.Duration
 }
 
 // DefaultStoreConfig returns the documented defaults.
@@ -42,6 +45,7 @@ func DefaultStoreConfig() StoreConfig {
 		CompletedTTL:      24 * time.Hour,
 		CompletedMaxBytes: 1 << 30,
 		PoisonMaxAge:      7 * 24 * time.Hour,
+		OutboundMaxAge:    24 * time.Hour,
 	}
 }
 
@@ -56,6 +60,9 @@ func (c StoreConfig) Validate() error {
 	}
 	if c.InMaxAge < time.Minute {
 		errs = append(errs, errors.New("inbound max age must be at least 1m"))
+	}
+	if c.OutboundMaxAge < time.Minute {
+		errs = append(errs, errors.New("outbound max age must be at least 1m"))
 	}
 	if c.CompletedTTL < time.Minute {
 		errs = append(errs, errors.New("completed TTL must be at least 1m"))
@@ -87,6 +94,17 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:          jetstream.FileStorage,
 		Replicas:         c.Replicas,
 	}, {
+		Name:        subjects.StreamOut,
+		Description: "ximd user messages pending for xAgent: one work item per message until its terminal ack",
+		Subjects:    []string{subjects.OutAll},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxAge:      c.OutboundMaxAge + 24*time.Hour,
+		MaxBytes:    256 << 20,
+		Duplicates:  2 * time.Minute,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Name:        subjects.StreamPoison,
 		Description: "ximd messages a pipeline stage gave up on (header reason_poisoned)",
 		Subjects:    []string{subjects.PoisonAll},
@@ -117,6 +135,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Bucket:      subjects.BucketOutbox,
+		Description: "ximd user messages to xAgent: pending, delivered (kept to absorb target redeliveries), failed",
+		History:     1,
+		TTL:         c.CompletedTTL,
+		MaxBytes:    c.CompletedMaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Bucket:      subjects.BucketConfig,
 		Description: "ximd cluster-wide settings (file link signing key)",
 		History:     1,
@@ -133,7 +159,24 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 			return fmt.Errorf("provision consumer %s: %w", subjects.PartitionConsumer(p), err)
 		}
 	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamOut, OutboundConsumerConfig()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", subjects.OutboundConsumer, err)
+	}
 	return nil
+}
+
+// OutboundConsumerConfig is the durable consumer of XIM_OUT. Its work items are re-delivered by
+// NakWithDelay, which schedules every re-send; AckWait only covers a worker dying mid-send.
+func OutboundConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       subjects.OutboundConsumer,
+		Description:   "ximd sends pending user messages to xAgent and schedules their re-sends",
+		FilterSubject: subjects.OutAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       PartitionAckWait,
+		MaxAckPending: 100000,
+	}
 }
 
 // Partition consumer settings. AckWait is long enough for a final's bounded target retries; the
@@ -158,12 +201,12 @@ func PartitionConsumerConfig(p int) jetstream.ConsumerConfig {
 
 // Ready reports whether every stream, bucket and partition consumer exists (GET /readyz).
 func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
-	for _, s := range []string{subjects.StreamIn, subjects.StreamPoison} {
+	for _, s := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamPoison} {
 		if _, err := js.Stream(ctx, s); err != nil {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

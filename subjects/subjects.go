@@ -16,8 +16,10 @@ var ErrUnsafeToken = errors.New("unsafe subject token")
 const (
 	StreamIn       = "XIM_IN"
 	StreamPoison   = "XIM_POISON"
+	StreamOut      = "XIM_OUT"
 	BucketChannels = "xim_channels"
 	BucketMessages = "xim_messages"
+	BucketOutbox   = "xim_outbox"
 	BucketConfig   = "xim_config"
 	BucketFiles    = "xim_files"
 
@@ -25,9 +27,18 @@ const (
 	partRoot   = "xim.part"
 	poisonRoot = "xim.poison"
 	gwRoot     = "xim.gw"
+	outRoot    = "xim.out"
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
+	// GatewaySend is the request subject on which a gateway with a live xAgent connection takes
+	// an outbound packet (queue group GatewayQueue); no responder means no live connection.
+	GatewaySend  = gwRoot + ".send"
+	GatewayQueue = "gateways"
+	// OutAll matches every outbound work item (the XIM_OUT stream's subject).
+	OutAll = outRoot + ".*"
+	// OutboundConsumer is the durable consumer of XIM_OUT.
+	OutboundConsumer = "outbound"
 	// InAll matches every inbound subject a gateway publishes (the XIM_IN stream's subject).
 	InAll = inRoot + ".*.*"
 	// PoisonAll matches every poison subject.
@@ -55,6 +66,23 @@ func In(channel, kind string) (string, error) {
 		return "", err
 	}
 	return inRoot + "." + channel + "." + kind, nil
+}
+
+// Out is the subject of a channel's outbound work items (one per pending user message).
+func Out(channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return outRoot + "." + channel, nil
+}
+
+// FailuresKey is the BucketOutbox key holding a channel's recent terminal failures. No message
+// key has this form: hashed keys are "=" and hex.
+func FailuresKey(channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return channel + ".=failures", nil
 }
 
 // PartitionTransform is the XIM_IN subject transform that spreads channels over n partitions and
@@ -93,7 +121,7 @@ func Reply(gateway string) (string, error) {
 	return gwRoot + "." + gateway + ".reply", nil
 }
 
-// MessageKey is the KV key of one message of a channel in BucketMessages:
+// MessageKey is the KV key of one message of a channel in BucketMessages and BucketOutbox:
 // "<channel>.<message_id>" when message_id is itself a safe key, otherwise "<channel>.=<hex>" with
 // the first 16 bytes of its SHA-256 (a raw id never contains '=', so the two never collide).
 func MessageKey(channel, messageID string) (string, error) {
@@ -110,7 +138,7 @@ func MessageKey(channel, messageID string) (string, error) {
 	return channel + ".=" + hex.EncodeToString(sum[:16]), nil
 }
 
-// ChannelKeys matches every key of one channel in BucketMessages.
+// ChannelKeys matches every key of one channel in BucketMessages and BucketOutbox.
 func ChannelKeys(channel string) (string, error) {
 	if err := Token(channel); err != nil {
 		return "", err

@@ -2,6 +2,7 @@
 //
 //	ximctl send    stream one assistant message (deltas + final) to a channel, print the ack
 //	ximctl target  run a webhook target on loopback that prints every call ximd makes
+//	ximctl agent   play xAgent: ack and answer every user message, with failure injection
 //	ximctl bench   the load tool: deltas/s, finals/s, ack and display latency vs raw JetStream
 package main
 
@@ -19,6 +20,7 @@ const usage = `usage: ximctl <command> [flags]
 commands:
   send     stream one assistant message (deltas + final) to a channel and print the ack
   target   run a loopback webhook target that prints every call ximd makes to it
+  agent    play xAgent: ack every user message and stream an answer (deltas + final)
   bench    load tool: drive deltas and finals through a ximd edge into a loopback webhook target
 
 Run "ximctl <command> -h" for a command's flags.
@@ -41,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSend(ctx, args[1:], stdout, stderr)
 	case "target":
 		err = runTarget(ctx, args[1:], stdout, stderr)
+	case "agent":
+		err = runAgent(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":

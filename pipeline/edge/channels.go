@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/profile"
@@ -22,13 +23,9 @@ type Stats struct {
 	CompletedIDs     uint64 `json:"completed_ids"`
 }
 
-// Failure is one recent terminal failure of a channel.
-type Failure struct {
-	MessageID string `json:"message_id"`
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	At        int64  `json:"at"`
-}
+// Failure is one recent terminal failure of a channel (a user message xAgent refused for good,
+// or that expired).
+type Failure = handlers.Failure
 
 // ChannelState supplies the live parts of a channel's representation and purges its state.
 type ChannelState interface {

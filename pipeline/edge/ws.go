@@ -53,12 +53,13 @@ type Gateway struct {
 	metrics *gatewayMetrics
 	logger  *slog.Logger
 
-	mu    sync.RWMutex
-	conns map[string]*wsConn
-	order []string
-	seq   atomic.Uint64
-	sub   *nats.Subscription
-	wg    sync.WaitGroup
+	mu      sync.RWMutex
+	conns   map[string]*wsConn
+	order   []string
+	seq     atomic.Uint64
+	sub     *nats.Subscription
+	sendSub *nats.Subscription // on subjects.GatewaySend while a connection is live
+	wg      sync.WaitGroup
 }
 
 type gatewayMetrics struct {
@@ -134,6 +135,10 @@ func NewGateway(cfg GatewayConfig, nc *nats.Conn, cat *profile.Catalog, isOpen f
 func (g *Gateway) Close() {
 	_ = g.sub.Drain()
 	g.mu.Lock()
+	if g.sendSub != nil {
+		_ = g.sendSub.Unsubscribe()
+		g.sendSub = nil
+	}
 	for _, c := range g.conns {
 		c.close(websocket.StatusGoingAway, "ximd shutting down")
 	}
@@ -328,15 +333,6 @@ func (g *Gateway) onReply(m *nats.Msg) {
 	g.enqueue(c, m.Data)
 }
 
-// Send writes an outbound packet to one live connection; false when there is none.
-func (g *Gateway) Send(b []byte) bool {
-	c := g.any()
-	if c == nil {
-		return false
-	}
-	return g.enqueue(c, b)
-}
-
 func (g *Gateway) enqueue(c *wsConn, b []byte) bool {
 	select {
 	case c.out <- b:
@@ -383,8 +379,27 @@ func (g *Gateway) add(c *wsConn) {
 	g.mu.Lock()
 	g.conns[c.id] = c
 	g.order = append(g.order, c.id)
+	if g.sendSub == nil {
+		// Take outbound packets only while xAgent is connected here: a sender with no responder
+		// knows that no gateway has a live connection.
+		sub, err := g.nc.QueueSubscribe(subjects.GatewaySend, subjects.GatewayQueue, g.onSend)
+		if err != nil {
+			g.logger.Warn("gateway_send_subscribe", "err", err)
+		} else {
+			g.sendSub = sub
+		}
+	}
 	g.mu.Unlock()
 	g.metrics.conns.Inc()
+}
+
+// onSend writes an outbound packet (a user message) to one live connection.
+func (g *Gateway) onSend(m *nats.Msg) {
+	answer := "none"
+	if c := g.any(); c != nil && g.enqueue(c, m.Data) {
+		answer = "sent"
+	}
+	_ = m.Respond([]byte(answer))
 }
 
 func (g *Gateway) remove(c *wsConn) {
@@ -395,6 +410,10 @@ func (g *Gateway) remove(c *wsConn) {
 			g.order = append(g.order[:i], g.order[i+1:]...)
 			break
 		}
+	}
+	if len(g.conns) == 0 && g.sendSub != nil {
+		_ = g.sendSub.Unsubscribe()
+		g.sendSub = nil
 	}
 	g.mu.Unlock()
 	g.metrics.conns.Dec()

@@ -52,8 +52,11 @@ type Config struct {
 	MaxFileBytes      int64         // XIM_MAX_FILE_BYTES
 	FilesMaxBytes     int64         // XIM_FILES_MAX_BYTES
 	FileLinkTTL       time.Duration // XIM_FILE_LINK_TTL
+	DownloadTimeout   time.Duration // XIM_FILE_DOWNLOAD_TIMEOUT
+	AckTimeout        time.Duration // XIM_ACK_TIMEOUT
+	OutboundBackoff   time.Duration // XIM_OUTBOUND_BACKOFF_MAX
 
-	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES
+	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES, XIM_OUTBOUND_MAX_AGE
 }
 
 // Defaults returns the documented defaults.
@@ -78,6 +81,9 @@ func Defaults() Config {
 		MaxFileBytes:      64 << 20,
 		FilesMaxBytes:     10 << 30,
 		FileLinkTTL:       time.Hour,
+		DownloadTimeout:   30 * time.Second,
+		AckTimeout:        10 * time.Second,
+		OutboundBackoff:   5 * time.Minute,
 		Store:             pipeline.DefaultStoreConfig(),
 	}
 }
@@ -151,6 +157,10 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	i64("XIM_MAX_FILE_BYTES", &c.MaxFileBytes)
 	i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
 	dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
+	dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
+	dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
+	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
+	dur("XIM_OUTBOUND_MAX_AGE", &c.Store.OutboundMaxAge)
 	num("XIM_PARTITIONS", &c.Store.Partitions)
 	num("XIM_REPLICAS", &c.Store.Replicas)
 	dur("XIM_COMPLETED_TTL", &c.Store.CompletedTTL)
@@ -196,8 +206,11 @@ func (c Config) Validate() error {
 	if c.TargetRetryBudget >= pipeline.PartitionAckWait {
 		errs = append(errs, fmt.Errorf("XIM_TARGET_RETRY_BUDGET must be below %s", pipeline.PartitionAckWait))
 	}
-	if c.DeltaTTL <= 0 || c.ActivityTimeout <= 0 || c.FileTTL <= 0 || c.TargetTimeout <= 0 {
-		errs = append(errs, errors.New("XIM_DELTA_TTL, XIM_ACTIVITY_TIMEOUT, XIM_FILE_TTL and XIM_TARGET_TIMEOUT must be > 0"))
+	if c.DeltaTTL <= 0 || c.ActivityTimeout <= 0 || c.FileTTL <= 0 || c.TargetTimeout <= 0 || c.DownloadTimeout <= 0 {
+		errs = append(errs, errors.New("XIM_DELTA_TTL, XIM_ACTIVITY_TIMEOUT, XIM_FILE_TTL, XIM_TARGET_TIMEOUT and XIM_FILE_DOWNLOAD_TIMEOUT must be > 0"))
+	}
+	if c.AckTimeout < 100*time.Millisecond || c.OutboundBackoff < c.AckTimeout {
+		errs = append(errs, errors.New("XIM_ACK_TIMEOUT must be at least 100ms and XIM_OUTBOUND_BACKOFF_MAX at least XIM_ACK_TIMEOUT"))
 	}
 	if c.MaxFileBytes <= 0 || c.MaxDeltaBuffers <= 0 || c.MaxDeltaBytes <= 0 {
 		errs = append(errs, errors.New("XIM_MAX_FILE_BYTES, XIM_MAX_DELTA_BUFFERS and XIM_MAX_DELTA_BYTES must be > 0"))

@@ -29,6 +29,7 @@ import (
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/pipeline/channels"
+	"github.com/ximd/ximd/pipeline/download"
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
@@ -135,17 +136,22 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adapters := target.NewRegistry(webhook.New(webhook.Options{Logger: n.logger}))
+	hook := webhook.New(webhook.Options{Logger: n.logger})
+	adapters := target.NewRegistry(hook)
+	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
+	if err != nil {
+		return err
+	}
 
 	if n.cfg.Role != RoleGateway {
-		closeWorker, err := n.startWorker(ctx, nc, js, reg, records, fileStore, adapters, errc)
+		closeWorker, err := n.startWorker(ctx, nc, js, reg, records, outbox, fileStore, adapters, errc)
 		if err != nil {
 			return err
 		}
 		closers = append(closers, closeWorker)
 	}
 	if n.cfg.Role != RoleWorker {
-		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, fileStore, adapters, errc)
+		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, outbox, fileStore, hook, adapters, errc)
 		if err != nil {
 			return err
 		}
@@ -210,7 +216,7 @@ func (n *Node) files(ctx context.Context, js jetstream.JetStream) (*files.Store,
 	return files.New(js, n.fileConfig(), key, n.logger)
 }
 
-func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
 	m := handlers.NewMetrics(n.reg)
 	log := n.logger.With("role", "worker")
 	replies := handlers.NewReplier(nc, m, log)
@@ -219,7 +225,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance}, records, activity, m, log)
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance},
 		records, fileResolver{fs}, asm, activity, replies, m, log)
-	stages := handlers.NewStages(profile.Default(), handlers.NewTargets(reg, adapters), asm, del, activity, replies, m, log)
+	stages := handlers.NewStages(profile.Default(), handlers.NewTargets(reg, adapters), asm, del, activity, outbox, replies, m, log)
 	reg.OnChange(func(id string, open bool) {
 		if !open {
 			stages.ChannelClosed(id)
@@ -263,8 +269,14 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 
 	var wg sync.WaitGroup
 	actx, stopAsm := context.WithCancel(context.Background())
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = asm.Run(actx) }()
+	go func() {
+		defer wg.Done()
+		if err := outbox.Run(actx); err != nil {
+			errc <- err
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if err := router.Run(context.Background()); err != nil {
@@ -304,7 +316,7 @@ func consumerOf(topic string) bus.Consumer {
 	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: []string{cfg.FilterSubject}, Description: cfg.Description}
 }
 
-func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, hook *webhook.Adapter, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
 	log := n.logger.With("role", "gateway")
 	token, err := n.agentToken()
 	if err != nil {
@@ -319,12 +331,15 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	if err != nil {
 		return nil, err
 	}
-	state := &channelState{nc: nc, js: js, records: records, files: fs}
+	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs}
+	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout}, nil)
+	inbound := edge.NewInbound(edge.InboundConfig{MaxBodyBytes: n.cfg.MaxPacketBytes}, reg, hook, profile.Default(), fs, fetcher, outbox, n.reg, log)
 	var e *edge.Edge
 	e, err = edge.New(edge.Config{Token: token, Version: Version}, edge.Parts{
 		Gateway:  gw,
 		Channels: edge.NewChannelsAPI(reg, adapters, state, log),
 		Files:    fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
+		Inbound:  inbound,
 		Gatherer: n.reg,
 		Ready: func(ctx context.Context) error {
 			if !nc.IsConnected() {

@@ -23,6 +23,7 @@ type channelState struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	records *handlers.Records
+	outbox  *handlers.Outbox
 	files   *files.Store
 }
 
@@ -57,16 +58,21 @@ func (s *channelState) Stats(ctx context.Context, channel string) (edge.Stats, e
 	}
 	n, err := s.records.CountChannel(ctx, channel)
 	st.CompletedIDs = n
-	return st, err
+	p, perr := s.outbox.Pending(ctx, channel)
+	st.PendingOutbound = p
+	return st, errors.Join(err, perr)
 }
 
-// Failures of the receive path are answered to xAgent directly; the list holds the send path's.
-func (s *channelState) Failures(context.Context, string) ([]edge.Failure, error) { return nil, nil }
+// Failures are the send path's terminal failures (those of the receive path are answered to
+// xAgent directly).
+func (s *channelState) Failures(ctx context.Context, channel string) ([]edge.Failure, error) {
+	return s.outbox.Failures(ctx, channel)
+}
 
 // Purge removes a deleted channel's records, files and unprocessed packets (P-STATE-7).
 func (s *channelState) Purge(ctx context.Context, channel string) error {
 	var errs []error
-	errs = append(errs, s.records.PurgeChannel(ctx, channel))
+	errs = append(errs, s.records.PurgeChannel(ctx, channel), s.outbox.PurgeChannel(ctx, channel))
 	if _, err := s.files.PurgeChannel(ctx, channel); err != nil {
 		errs = append(errs, err)
 	}

@@ -3,12 +3,14 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/pipeline/download"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -37,16 +39,19 @@ type config struct {
 	streaming string
 	activity  string
 	timeout   time.Duration
+	// fileHosts are the hosts files of user input may be downloaded from, besides url's host.
+	fileHosts []string
 }
 
 // publicConfig is the config as the channels API shows it: defaults filled
 // in, no secret.
 type publicConfig struct {
-	URL       string `json:"url"`
-	ChatID    string `json:"chat_id"`
-	Streaming string `json:"streaming"`
-	Activity  string `json:"activity"`
-	Timeout   string `json:"timeout"`
+	URL       string   `json:"url"`
+	ChatID    string   `json:"chat_id"`
+	Streaming string   `json:"streaming"`
+	Activity  string   `json:"activity"`
+	Timeout   string   `json:"timeout"`
+	FileHosts []string `json:"file_hosts,omitempty"`
 }
 
 // parseConfig decodes and validates a webhook config. Every error is a
@@ -63,7 +68,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	var unknown []string
 	for k := range fields {
 		switch k {
-		case "url", "chat_id", "secret", "streaming", "activity", "timeout":
+		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts":
 		default:
 			unknown = append(unknown, k)
 		}
@@ -125,6 +130,16 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		}
 		c.timeout = d
 	}
+	if raw, ok := fields["file_hosts"]; ok && !bytes.Equal(raw, []byte("null")) {
+		if err := json.Unmarshal(raw, &c.fileHosts); err != nil {
+			return nil, invalid(fieldPrefix+"file_hosts", "must be an array of host names")
+		}
+		for i, h := range c.fileHosts {
+			if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {
+				return nil, invalid(fmt.Sprintf("%sfile_hosts[%d]", fieldPrefix, i), `must be a host such as "files.example.com", "*.example.com" or "10.0.0.5:8443"`)
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -178,6 +193,7 @@ func (c *config) public() publicConfig {
 		Streaming: c.streaming,
 		Activity:  c.activity,
 		Timeout:   c.timeout.String(),
+		FileHosts: c.fileHosts,
 	}
 }
 

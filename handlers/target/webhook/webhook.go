@@ -456,3 +456,25 @@ func transportError(op string, err error) error {
 func failed(msg string) *profile.Error {
 	return profile.Errorf(profile.CodeTargetDeliveryFailed, "%s", msg)
 }
+
+// Inbound is what the inbound route (POST /v1/targets/webhook/{channel}/messages) needs of a
+// channel's webhook config.
+type Inbound struct {
+	secret []byte
+	// FileHosts are the hosts user files may be downloaded from: the host (and port, if it has
+	// one) of config.url and the entries of config.file_hosts.
+	FileHosts []string
+}
+
+// Verify reports whether header is the X-Xim-Signature of body under the channel's secret
+// (constant time).
+func (in Inbound) Verify(body []byte, header string) bool { return Verify(in.secret, body, header) }
+
+// InboundOf reads a channel's config for the inbound route.
+func (a *Adapter) InboundOf(config json.RawMessage) (Inbound, error) {
+	c, err := parseConfig(config)
+	if err != nil {
+		return Inbound{}, err
+	}
+	return Inbound{secret: c.secret, FileHosts: append([]string{c.url.Host}, c.fileHosts...)}, nil
+}

@@ -1,0 +1,467 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+)
+
+// Outbound record states in BucketOutbox.
+const (
+	OutPending   = "pending"   // not yet acked accepted/duplicate: sent again until it is
+	OutDelivered = "delivered" // acked accepted or duplicate; kept to absorb target redeliveries
+	OutFailed    = "failed"    // rejected with retryable=false: never sent again (P-STATE-3)
+	OutExpired   = "expired"   // pending longer than the maximum age
+)
+
+// Code of the terminal failure of a user message pending too long.
+const codeExpired = "expired"
+
+// OutRecord is one user message to xAgent (Connector -> xAgent chat.message).
+type OutRecord struct {
+	State     string          `json:"state"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt int64           `json:"created_at"`
+	Attempts  int             `json:"attempts"`
+	PacketID  string          `json:"packet_id,omitempty"` // of the last send
+	SentAt    int64           `json:"sent_at,omitempty"`
+	WorkSeq   uint64          `json:"work_seq"` // the XIM_OUT work item that schedules it
+	Code      string          `json:"code,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	At        int64           `json:"at"`
+}
+
+// Failure is a terminal failure of a user message, listed by GET /v1/channels/{id}.
+type Failure struct {
+	MessageID string `json:"message_id"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	At        int64  `json:"at"`
+}
+
+// orphanGrace is how long a work item waits for its record before it is dropped.
+const orphanGrace = time.Minute
+
+// maxFailures bounds a channel's failure list.
+const maxFailures = 50
+
+// OutboxConfig configures the send path (edge-api §5.4).
+type OutboxConfig struct {
+	// AckTimeout (XIM_ACK_TIMEOUT): a sent message with no ack within it is sent again.
+	AckTimeout time.Duration
+	// BackoffMax (XIM_OUTBOUND_BACKOFF_MAX) caps the delay between two sends of one message.
+	BackoffMax time.Duration
+	// MaxAge (XIM_OUTBOUND_MAX_AGE): a message pending longer fails as `expired`.
+	MaxAge time.Duration
+	// SendTimeout bounds handing a packet to a gateway.
+	SendTimeout time.Duration
+}
+
+func (c *OutboxConfig) defaults() {
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 10 * time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 5 * time.Minute
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = 24 * time.Hour
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 2 * time.Second
+	}
+}
+
+// Outbox is the pending set of user messages to xAgent (P-STATE-1..3): a record per message in
+// KV BucketOutbox and one work item per pending message in stream XIM_OUT, whose delayed
+// re-deliveries schedule the re-sends. It survives restarts and any worker's death.
+type Outbox struct {
+	cfg     OutboxConfig
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	metrics *outboxMetrics
+	logger  *slog.Logger
+}
+
+type outboxMetrics struct {
+	sends    *prometheus.CounterVec // outcome: sent, no_connection
+	acks     *prometheus.CounterVec // status
+	ignored  *prometheus.CounterVec // reason
+	terminal *prometheus.CounterVec // code
+}
+
+// OpenOutbox opens the pending set; metrics are registered on reg (nil: not registered).
+func OpenOutbox(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg OutboxConfig, reg prometheus.Registerer, logger *slog.Logger) (*Outbox, error) {
+	cfg.defaults()
+	kv, err := js.KeyValue(ctx, subjects.BucketOutbox)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	m := &outboxMetrics{
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_outbound_sends_total", Help: "Sends of user messages to xAgent, by outcome (sent, no_connection).",
+		}, []string{"outcome"}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_outbound_acks_total", Help: "Acks from xAgent for user messages, by status.",
+		}, []string{"status"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_outbound_acks_ignored_total", Help: "Acks from xAgent ignored: unknown message or already finished.",
+		}, []string{"reason"}),
+		terminal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_outbound_failures_total", Help: "User messages that failed for good (never sent again), by code.",
+		}, []string{"code"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.sends, m.acks, m.ignored, m.terminal} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return nil, err
+				}
+			}
+		}
+	}
+	return &Outbox{cfg: cfg, kv: kv, js: js, nc: nc, metrics: m, logger: logger}, nil
+}
+
+// Exists reports whether a message_id of the channel was already submitted (within
+// XIM_COMPLETED_TTL): a target's redelivery then yields the same message, never a second one.
+func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, error) {
+	key, err := subjects.MessageKey(channel, messageID)
+	if err != nil {
+		return false, err
+	}
+	_, rev, err := o.get(ctx, key)
+	return rev != 0, err
+}
+
+// Submit makes a user message pending; it returns once the message is durable. A message_id
+// already submitted is not submitted again (false).
+func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
+	key, err := subjects.MessageKey(channel, m.MessageID)
+	if err != nil {
+		return false, err
+	}
+	if _, rev, err := o.get(ctx, key); err != nil || rev != 0 {
+		return false, err
+	}
+	subject, err := subjects.Out(channel)
+	if err != nil {
+		return false, err
+	}
+	// The work item first: a crash before the record leaves an item without a record, which the
+	// sender drops; the other order could leave a pending record nothing ever sends.
+	ack, err := o.js.Publish(ctx, subject, []byte(key), jetstream.WithMsgID(key))
+	if err != nil {
+		return false, fmt.Errorf("outbox: publish work item: %w", err)
+	}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now().UnixMilli()
+	b, _ := json.Marshal(OutRecord{State: OutPending, Payload: payload, CreatedAt: now, WorkSeq: ack.Sequence, At: now})
+	if _, err := o.kv.Create(ctx, key, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil
+		}
+		return false, fmt.Errorf("outbox: create record: %w", err)
+	}
+	return true, nil
+}
+
+func (o *Outbox) get(ctx context.Context, key string) (OutRecord, uint64, error) {
+	e, err := o.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return OutRecord{}, 0, nil
+	}
+	if err != nil {
+		return OutRecord{}, 0, fmt.Errorf("outbox: get %s: %w", key, err)
+	}
+	var r OutRecord
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return OutRecord{}, 0, fmt.Errorf("outbox: record %s unreadable: %w", key, err)
+	}
+	return r, e.Revision(), nil
+}
+
+func (o *Outbox) update(ctx context.Context, key string, r OutRecord, rev uint64) error {
+	r.At = time.Now().UnixMilli()
+	b, _ := json.Marshal(r)
+	_, err := o.kv.Update(ctx, key, b, rev)
+	return err
+}
+
+// HandleAck applies xAgent's chat.message.ack of a user message (P-ACK-1..5): accepted or
+// duplicate completes it; rejected retryable=false fails it for good; rejected retryable=true
+// leaves it pending. An ack of an unknown or finished message is ignored and counted. The ack is
+// matched by message_id, the business identity (P-ID-5); reply_to may name any of its sends.
+func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack) error {
+	key, err := subjects.MessageKey(channel, ack.MessageID)
+	if err != nil {
+		o.metrics.ignored.WithLabelValues("unknown").Inc()
+		return nil
+	}
+	for {
+		r, rev, err := o.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			o.metrics.ignored.WithLabelValues("unknown").Inc()
+			return nil
+		}
+		if r.State != OutPending {
+			o.metrics.ignored.WithLabelValues("finished").Inc()
+			return nil
+		}
+		o.metrics.acks.WithLabelValues(ack.Status).Inc()
+		retryable := ack.Retryable != nil && *ack.Retryable
+		switch {
+		case ack.Status == profile.AckAccepted || ack.Status == profile.AckDuplicate:
+			r.State = OutDelivered
+		case ack.Status == profile.AckRejected && !retryable:
+			r.State, r.Code, r.Message = OutFailed, ack.Code, ack.Message
+		default: // rejected, retryable: sent again at its next scheduled check (P-ACK-5)
+			r.Code, r.Message = ack.Code, ack.Message
+		}
+		err = o.update(ctx, key, r, rev)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // changed under us (a send): read again
+		}
+		if err != nil {
+			return fmt.Errorf("outbox: update %s: %w", key, err)
+		}
+		if r.State != OutPending {
+			o.finish(ctx, channel, ack.MessageID, r)
+		}
+		return nil
+	}
+}
+
+// finish removes a message's work item and, for a failure, makes it visible.
+func (o *Outbox) finish(ctx context.Context, channel, messageID string, r OutRecord) {
+	if s, err := o.js.Stream(ctx, subjects.StreamOut); err == nil {
+		if err := s.DeleteMsg(ctx, r.WorkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			o.logger.Debug("outbound_work_item_delete", "channel", channel, "message_id", messageID, "err", err)
+		}
+	}
+	if r.State == OutDelivered {
+		return
+	}
+	o.metrics.terminal.WithLabelValues(r.Code).Inc()
+	o.logger.Warn("user_message_failed", "channel", channel, "message_id", messageID, "stage", "outbound", "code", r.Code, "attempts", r.Attempts)
+	if err := o.addFailure(ctx, channel, Failure{MessageID: messageID, Code: r.Code, Message: r.Message, At: time.Now().UnixMilli()}); err != nil {
+		o.logger.Warn("failure_list_update", "channel", channel, "err", err)
+	}
+}
+
+func (o *Outbox) addFailure(ctx context.Context, channel string, f Failure) error {
+	key, err := subjects.FailuresKey(channel)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < 10; attempt++ {
+		var list []Failure
+		var rev uint64
+		e, err := o.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			_ = json.Unmarshal(e.Value(), &list)
+		case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+			return err
+		}
+		list = append([]Failure{f}, list...)
+		if len(list) > maxFailures {
+			list = list[:maxFailures]
+		}
+		b, _ := json.Marshal(list)
+		if rev == 0 {
+			_, err = o.kv.Create(ctx, key, b)
+		} else {
+			_, err = o.kv.Update(ctx, key, b, rev)
+		}
+		if err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+	}
+	return errors.New("failure list: too much contention")
+}
+
+// Failures returns a channel's recent terminal failures, newest first.
+func (o *Outbox) Failures(ctx context.Context, channel string) ([]Failure, error) {
+	key, err := subjects.FailuresKey(channel)
+	if err != nil {
+		return nil, err
+	}
+	e, err := o.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []Failure
+	return list, json.Unmarshal(e.Value(), &list)
+}
+
+// Pending counts a channel's pending user messages (its work items in XIM_OUT).
+func (o *Outbox) Pending(ctx context.Context, channel string) (int, error) {
+	subject, err := subjects.Out(channel)
+	if err != nil {
+		return 0, err
+	}
+	s, err := o.js.Stream(ctx, subjects.StreamOut)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return int(info.State.Subjects[subject]), nil
+}
+
+// PurgeChannel removes a deleted channel's records, failures and work items (P-STATE-7).
+func (o *Outbox) PurgeChannel(ctx context.Context, channel string) error {
+	keys, err := subjects.ChannelKeys(channel)
+	if err != nil {
+		return err
+	}
+	subject, _ := subjects.Out(channel)
+	var errs []error
+	if s, err := o.js.Stream(ctx, "KV_"+subjects.BucketOutbox); err == nil {
+		errs = append(errs, s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+subjects.BucketOutbox+"."+keys)))
+	} else {
+		errs = append(errs, err)
+	}
+	if s, err := o.js.Stream(ctx, subjects.StreamOut); err == nil {
+		errs = append(errs, s.Purge(ctx, jetstream.WithPurgeSubject(subject)))
+	} else {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run sends pending messages and schedules their re-sends until ctx ends (the worker role).
+func (o *Outbox) Run(ctx context.Context) error {
+	cons, err := o.js.Consumer(ctx, subjects.StreamOut, subjects.OutboundConsumer)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { o.handle(ctx, m) }, jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("outbox: consume: %w", err)
+	}
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	return nil
+}
+
+// handle is one check of a work item: send if still pending, then schedule the next check.
+func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) {
+	key := string(m.Data())
+	channel := channelOfKey(key)
+	r, rev, err := o.get(ctx, key)
+	if err != nil {
+		o.logger.Warn("outbound_record_unavailable", "stage", "outbound", "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if rev == 0 {
+		// Submit writes the work item before the record: give the record a moment, then drop an
+		// item whose submitter died in between (the target redelivers its message).
+		if md, err := m.Metadata(); err == nil && time.Since(md.Timestamp) < orphanGrace {
+			_ = m.NakWithDelay(50 * time.Millisecond)
+			return
+		}
+		_ = m.Ack()
+		return
+	}
+	if r.State != OutPending {
+		_ = m.Ack() // finished
+		return
+	}
+	now := time.Now()
+	var mm profile.Message
+	_ = json.Unmarshal(r.Payload, &mm)
+	if now.Sub(time.UnixMilli(r.CreatedAt)) > o.cfg.MaxAge {
+		r.State, r.Code, r.Message = OutExpired, codeExpired, fmt.Sprintf("no terminal ack within %s (%d sends)", o.cfg.MaxAge, r.Attempts)
+		if err := o.update(ctx, key, r, rev); err != nil {
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		_ = m.Ack()
+		o.finish(ctx, channel, mm.MessageID, r)
+		return
+	}
+	pkt, err := profile.NewPacket(channel, profile.TypeMessage, "", json.RawMessage(r.Payload))
+	if err != nil {
+		o.logger.Error("outbound_packet_invalid", "channel", channel, "message_id", mm.MessageID, "err", err)
+		_ = m.Term()
+		return
+	}
+	// Record the send before it happens, so an ack (which may come at once) finds this packet.
+	r.Attempts++
+	r.PacketID, r.SentAt = pkt.PacketID, now.UnixMilli()
+	if err := o.update(ctx, key, r, rev); err != nil {
+		_ = m.NakWithDelay(100 * time.Millisecond) // changed meanwhile (an ack): check again
+		return
+	}
+	b, _ := json.Marshal(pkt)
+	sent := o.send(ctx, b)
+	delay := o.delay(r.Attempts, sent)
+	if sent {
+		o.metrics.sends.WithLabelValues("sent").Inc()
+		o.logger.Debug("user_message_sent", "channel", channel, "message_id", mm.MessageID, "packet_id", pkt.PacketID, "stage", "outbound", "attempt", r.Attempts)
+	} else {
+		o.metrics.sends.WithLabelValues("no_connection").Inc()
+	}
+	_ = m.NakWithDelay(delay)
+}
+
+// send hands a packet to a gateway with a live xAgent connection.
+func (o *Outbox) send(ctx context.Context, b []byte) bool {
+	rctx, cancel := context.WithTimeout(ctx, o.cfg.SendTimeout)
+	defer cancel()
+	resp, err := o.nc.RequestWithContext(rctx, subjects.GatewaySend, b)
+	return err == nil && string(resp.Data) == "sent"
+}
+
+// delay until a message's next check: XIM_ACK_TIMEOUT after a send, doubling with each attempt
+// up to BackoffMax, with ±20% jitter; without a live connection, 1s doubling up to 30s.
+func (o *Outbox) delay(attempts int, sent bool) time.Duration {
+	base, max := o.cfg.AckTimeout, o.cfg.BackoffMax
+	if !sent {
+		base, max = time.Second, 30*time.Second
+	}
+	d := base
+	for i := 1; i < attempts && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func channelOfKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '.' {
+			return key[:i]
+		}
+	}
+	return key
+}
