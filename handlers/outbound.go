@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -445,16 +445,21 @@ func (o *Outbox) send(ctx context.Context, b []byte) bool {
 // delay until a message's next check: XIM_ACK_TIMEOUT after a send, doubling with each attempt
 // up to BackoffMax, with ±20% jitter; without a live connection, 1s doubling up to 30s.
 func (o *Outbox) delay(attempts int, sent bool) time.Duration {
-	base, max := o.cfg.AckTimeout, o.cfg.BackoffMax
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(o.cfg.AckTimeout),
+		backoff.WithMaxInterval(o.cfg.BackoffMax),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.2),
+		backoff.WithMaxElapsedTime(0))
 	if !sent {
-		base, max = time.Second, 30*time.Second
+		b.InitialInterval, b.MaxInterval = time.Second, 30*time.Second
 	}
-	d := base
-	for i := 1; i < attempts && d < max; i++ {
-		d *= 2
+	b.Reset()
+	d := b.NextBackOff()
+	for i := 1; i < min(attempts, 64); i++ {
+		d = b.NextBackOff()
 	}
-	d = min(d, max)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return d
 }
 
 func channelOfKey(key string) string {
