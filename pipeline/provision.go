@@ -61,8 +61,8 @@ func (c StoreConfig) Validate() error {
 	if c.InMaxAge < time.Minute {
 		errs = append(errs, errors.New("inbound max age must be at least 1m"))
 	}
-	if c.OutboundMaxAge < time.Minute {
-		errs = append(errs, errors.New("outbound max age must be at least 1m"))
+	if c.OutboundMaxAge < time.Second {
+		errs = append(errs, errors.New("outbound max age must be at least 1s"))
 	}
 	if c.CompletedTTL < time.Minute {
 		errs = append(errs, errors.New("completed TTL must be at least 1m"))

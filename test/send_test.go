@@ -171,6 +171,36 @@ func TestSend_RejectedNotRetryableIsTerminalAndVisible(t *testing.T) {
 	if e.pending() != 0 || !metric(t, e.node, `ximd_outbound_failures_total{code="policy_refused"} 1`) {
 		t.Fatal("failure not counted or still pending")
 	}
+	// A late ack of the finished message changes nothing and is counted.
+	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
+	poll(t, "finished ack counted", func() bool {
+		return metric(t, e.node, `ximd_outbound_acks_ignored_total{reason="finished"} 1`)
+	})
+}
+
+// edge-api §5.4: a message still pending after XIM_OUTBOUND_MAX_AGE fails for good as expired,
+// visibly, and is not sent again.
+func TestSend_PendingPastMaxAgeExpiresVisibly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { fastAcks(c); c.Store.OutboundMaxAge = 2 * time.Second }})
+	e.postUser(e.target.Secret, map[string]any{"target_message_id": "old", "text": "x"})
+	userMessage(t, e.agent, wait)
+	poll(t, "expired failure listed", func() bool {
+		_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
+		fs, _ := jsonOf(t, b)["failures"].([]any)
+		return len(fs) == 1 && fs[0].(map[string]any)["code"] == "expired"
+	})
+	if e.pending() != 0 {
+		t.Fatal("expired message still pending")
+	}
+	for e.agent.Drain() > 0 { // sends from before the expiry
+	}
+	if env, ok := e.agent.Quiet(1500 * time.Millisecond); !ok {
+		t.Fatalf("sent after it expired: %s %s", env.Type, env.Payload)
+	}
+	if !metric(t, e.node, `ximd_outbound_failures_total{code="expired"} 1`) {
+		t.Fatal("expiry not counted")
+	}
 }
 
 // P-ACK-5: rejected retryable=true is sent again (same message_id) and can then be accepted.

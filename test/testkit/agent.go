@@ -168,6 +168,23 @@ func (a *Agent) Reply(packetID string, timeout time.Duration) (profile.Envelope,
 	}
 }
 
+// Drain discards every packet received so far and returns how many there were.
+func (a *Agent) Drain() int {
+	n := len(a.backlog)
+	a.backlog = nil
+	for {
+		select {
+		case _, ok := <-a.in:
+			if !ok {
+				return n
+			}
+			n++
+		default:
+			return n
+		}
+	}
+}
+
 // Quiet asserts that no packet arrives within d; it returns the packet that did.
 func (a *Agent) Quiet(d time.Duration) (profile.Envelope, bool) {
 	env, err := a.Next(d)
