@@ -186,16 +186,27 @@ const (
 	PartitionMaxAckPending = 1024
 )
 
+// PartitionGroup is the pinned priority group of the partition consumers: however many workers
+// subscribe, the server delivers a partition to one of them at a time (per-channel order), and
+// pins another within PartitionPinnedTTL after that one stops pulling (it died or left).
+const (
+	PartitionGroup     = "workers"
+	PartitionPinnedTTL = 5 * time.Second
+)
+
 // PartitionConsumerConfig is the durable consumer of partition p.
 func PartitionConsumerConfig(p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       subjects.PartitionConsumer(p),
-		Description:   fmt.Sprintf("ximd worker stages for inbound partition %d", p),
-		FilterSubject: subjects.Partition(p),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait:       PartitionAckWait,
-		MaxAckPending: PartitionMaxAckPending,
+		Durable:        subjects.PartitionConsumer(p),
+		Description:    fmt.Sprintf("ximd worker stages for inbound partition %d", p),
+		FilterSubject:  subjects.Partition(p),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckWait:        PartitionAckWait,
+		MaxAckPending:  PartitionMaxAckPending,
+		PriorityGroups: []string{PartitionGroup},
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PinnedTTL:      PartitionPinnedTTL,
 	}
 }
 

@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -214,3 +216,5 @@ func poll(t *testing.T, desc string, f func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

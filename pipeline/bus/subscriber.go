@@ -21,6 +21,8 @@ const (
 	DefaultCloseTimeout  = 30 * time.Second
 	DefaultFetchBatch    = 64
 	DefaultFetchWait     = time.Second
+	// DefaultPinnedTTL is the unpin timeout of a pinned group (see [Consumer.PinnedGroup]).
+	DefaultPinnedTTL = 5 * time.Second
 )
 
 // Consumer names the stream and the durable pull consumer that serve a topic.
@@ -35,6 +37,13 @@ type Consumer struct {
 	FilterSubjects []string
 	// Description is the consumer's description.
 	Description string
+	// PinnedGroup, when set, makes the consumer a pinned priority group of that name: the server
+	// delivers to one subscription at a time (the pinned one) and moves the pin to another only
+	// after the pinned one stopped pulling for PinnedTTL. Subscriptions in several processes then
+	// take turns instead of sharing messages, which keeps the stream's order across processes.
+	PinnedGroup string
+	// PinnedTTL is the pinned group's unpin timeout (default 5s; must exceed FetchWait).
+	PinnedTTL time.Duration
 }
 
 // SubscriberConfig configures a [Subscriber]. Consumer is required; a zero field takes its
@@ -146,6 +155,14 @@ func (c SubscriberConfig) consumerConfig(k Consumer) jetstream.ConsumerConfig {
 		MaxAckPending: c.MaxAckPending,
 		BackOff:       c.BackOff,
 	}
+	if k.PinnedGroup != "" {
+		cc.PriorityGroups = []string{k.PinnedGroup}
+		cc.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cc.PinnedTTL = k.PinnedTTL
+		if cc.PinnedTTL == 0 {
+			cc.PinnedTTL = DefaultPinnedTTL
+		}
+	}
 	switch len(k.FilterSubjects) {
 	case 0:
 	case 1:
@@ -228,6 +245,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		cfg:     s.cfg,
 		ackWait: ackWait,
 		cons:    cons,
+		group:   k.PinnedGroup,
 		ctx:     subCtx,
 		cancel:  cancel,
 		out:     make(chan *message.Message),

@@ -46,6 +46,7 @@ type subscription struct {
 	cfg     SubscriberConfig
 	ackWait time.Duration
 	cons    jetstream.Consumer
+	group   string          // pinned priority group ("" for none)
 	ctx     context.Context // ends the subscription; parent of message contexts
 	cancel  context.CancelFunc
 	out     chan *message.Message
@@ -108,7 +109,11 @@ func (sb *subscription) run() {
 			return
 		}
 		if !closing && batchCh == nil && pauseC == nil && len(queue) <= 1 {
-			b, err := sb.cons.Fetch(sb.cfg.FetchBatch, jetstream.FetchMaxWait(sb.cfg.FetchWait))
+			opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(sb.cfg.FetchWait)}
+			if sb.group != "" {
+				opts = append(opts, jetstream.FetchPriorityGroup(sb.group))
+			}
+			b, err := sb.cons.Fetch(sb.cfg.FetchBatch, opts...)
 			switch {
 			case errors.Is(err, nats.ErrConnectionClosed):
 				sb.logger.Error("bus_connection_closed", "err", err)

@@ -74,6 +74,9 @@ func (n *Node) HTTPAddr() string { return n.httpAddr }
 // NATSURL is the NATS URL the node uses (the embedded server's when it runs one).
 func (n *Node) NATSURL() string { return n.natsURL }
 
+// Metrics is the node's Prometheus registry (what GET /metrics serves).
+func (n *Node) Metrics() prometheus.Gatherer { return n.reg }
+
 // Token is the bearer token xAgent must present (after Ready; "" for a worker).
 func (n *Node) Token() string { return n.token }
 
@@ -313,7 +316,8 @@ func consumerOf(topic string) bus.Consumer {
 	var p int
 	_, _ = fmt.Sscanf(topic, "in-p%d", &p)
 	cfg := pipeline.PartitionConsumerConfig(p)
-	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: []string{cfg.FilterSubject}, Description: cfg.Description}
+	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: []string{cfg.FilterSubject}, Description: cfg.Description,
+		PinnedGroup: pipeline.PartitionGroup, PinnedTTL: pipeline.PartitionPinnedTTL}
 }
 
 func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, hook *webhook.Adapter, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
