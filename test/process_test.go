@@ -3,19 +3,26 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -106,6 +113,7 @@ func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
 		t.Fatalf("ack %+v %v %v", env, err, aerr)
 	}
 	a.Close()
+	signingKey := readSigningKey(t, logs.String())
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -124,7 +132,7 @@ func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(out, tokenFile) && !strings.Contains(out, "agent-token") {
 		t.Fatalf("the token file's path is not logged:\n%s", out)
 	}
-	for _, secret := range []string{token, tg.Secret} {
+	for _, secret := range []string{token, tg.Secret, hex.EncodeToString(signingKey), base64.StdEncoding.EncodeToString(signingKey), base64.RawURLEncoding.EncodeToString(signingKey)} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("a secret is in the logs")
 		}
@@ -150,4 +158,29 @@ func TestProcess_BadConfigurationExits2NamingVariables(t *testing.T) {
 			t.Fatalf("output does not name %s:\n%s", want, out)
 		}
 	}
+}
+
+// readSigningKey reads the file-link signing key from the process's embedded NATS (its client URL
+// is in the logs).
+func readSigningKey(t *testing.T, logs string) []byte {
+	t.Helper()
+	m := regexp.MustCompile(`"client_url":"(nats://[^"]+)"`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no client_url in the logs:\n%s", logs)
+	}
+	nc, err := nats.Connect(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), subjects.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), subjects.ConfigSigningKey)
+	if err != nil || len(e.Value()) < 32 {
+		t.Fatalf("signing key: %v", err)
+	}
+	return e.Value()
 }
