@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -54,6 +55,14 @@ func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 	first := start(node.RoleWorker) // pulls first: every partition is pinned to it
 	gw := start(node.RoleGateway)
 	second := start(node.RoleWorker)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} { // a worker serves the ops routes
+		if status, _, err := first.DoAuth(http.MethodGet, path, nil, ""); err != nil || status != 200 {
+			t.Fatalf("worker %s: %d %v", path, status, err)
+		}
+	}
+	if status, _, _ := first.DoAuth(http.MethodGet, "/v1/card", nil, ""); status != 404 {
+		t.Fatalf("a worker serves the API: %d", status)
+	}
 
 	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
 	if err != nil {

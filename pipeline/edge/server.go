@@ -40,11 +40,32 @@ type Edge struct {
 	tokenSum [32]byte
 	card     []byte
 	logger   *slog.Logger
+	ops      *ops
+}
 
-	readyMu   sync.Mutex
-	readyAt   time.Time
-	readyErr  error
+// ops serves the routes every ximd process has, without a token (edge-api §1).
+type ops struct {
+	gatherer  prometheus.Gatherer
 	readiness func(ctx context.Context) error
+
+	mu       sync.Mutex
+	readyAt  time.Time
+	readyErr error
+}
+
+// Ops returns the handler of GET /healthz, /readyz and /metrics alone (a worker's HTTP listener).
+func Ops(g prometheus.Gatherer, ready func(ctx context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	(&ops{gatherer: g, readiness: ready}).register(mux)
+	return mux
+}
+
+func (o *ops) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", o.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{}))
 }
 
 // Parts are the components the edge serves.
@@ -60,7 +81,8 @@ type Parts struct {
 
 // New builds the edge's routes.
 func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
-	e := &Edge{cfg: cfg, mux: http.NewServeMux(), tokenSum: sha256.Sum256([]byte(cfg.Token)), logger: logger, readiness: p.Ready}
+	e := &Edge{cfg: cfg, mux: http.NewServeMux(), tokenSum: sha256.Sum256([]byte(cfg.Token)), logger: logger,
+		ops: &ops{gatherer: p.Gatherer, readiness: p.Ready}}
 	var card map[string]any
 	if err := json.Unmarshal(cardJSON, &card); err != nil {
 		return nil, err
@@ -68,11 +90,7 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 	card["version"] = cfg.Version
 	e.card, _ = json.Marshal(card)
 
-	e.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	e.mux.HandleFunc("GET /readyz", e.ready)
-	e.mux.Handle("GET /metrics", promhttp.HandlerFor(p.Gatherer, promhttp.HandlerOpts{}))
+	e.ops.register(e.mux)
 	e.mux.Handle("GET /v1/card", e.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(e.card)
@@ -114,16 +132,16 @@ func (e *Edge) auth(next http.Handler) http.Handler {
 }
 
 // ready answers 200 once NATS and every stream, bucket and consumer exist (cached for 1s).
-func (e *Edge) ready(w http.ResponseWriter, r *http.Request) {
-	e.readyMu.Lock()
-	if time.Since(e.readyAt) > time.Second {
+func (o *ops) ready(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	if time.Since(o.readyAt) > time.Second {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		e.readyErr = e.readiness(ctx)
+		o.readyErr = o.readiness(ctx)
 		cancel()
-		e.readyAt = time.Now()
+		o.readyAt = time.Now()
 	}
-	err := e.readyErr
-	e.readyMu.Unlock()
+	err := o.readyErr
+	o.mu.Unlock()
 	if err != nil {
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "not ready: %v", err))
 		return

@@ -153,6 +153,13 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		closers = append(closers, closeWorker)
 	}
+	if n.cfg.Role == RoleWorker {
+		closeOps, err := n.serve(edge.Ops(n.reg, n.readiness(nc, js)), n.logger.With("role", "worker"), errc)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeOps)
+	}
 	if n.cfg.Role != RoleWorker {
 		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, outbox, fileStore, hook, adapters, errc)
 		if err != nil {
@@ -345,34 +352,48 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		Files:    fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
 		Inbound:  inbound,
 		Gatherer: n.reg,
-		Ready: func(ctx context.Context) error {
-			if !nc.IsConnected() {
-				return errors.New("nats not connected")
-			}
-			return pipeline.Ready(ctx, js, n.cfg.Store)
-		},
+		Ready:    n.readiness(nc, js),
 	}, log)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	stop, err := n.serve(e, log, errc)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", n.cfg.HTTPAddr, err)
+		return nil, err
 	}
-	n.httpAddr = ln.Addr().String()
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("http: %w", err)
-		}
-	}()
 	return func(dctx context.Context) {
-		_ = srv.Shutdown(dctx)
+		stop(dctx)
 		gw.Close()
 		if err := gw.Flush(dctx); err != nil {
 			log.Warn("gateway_flush", "err", err)
 		}
 	}, nil
+}
+
+// readiness reports whether NATS is connected and every stream, bucket and consumer exists.
+func (n *Node) readiness(nc *nats.Conn, js jetstream.JetStream) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats not connected")
+		}
+		return pipeline.Ready(ctx, js, n.cfg.Store)
+	}
+}
+
+// serve listens on XIM_HTTP_ADDR and serves h until the returned function shuts it down.
+func (n *Node) serve(h http.Handler, log *slog.Logger, errc chan<- error) (func(context.Context), error) {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", n.cfg.HTTPAddr, err)
+	}
+	n.httpAddr = ln.Addr().String()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	return func(ctx context.Context) { _ = srv.Shutdown(ctx) }, nil
 }
 
 // agentToken returns XIM_AGENT_TOKEN, or the token in <data dir>/agent-token (created 0600).
