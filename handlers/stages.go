@@ -61,6 +61,9 @@ func (s *Stages) Handle(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
+	if env.Type == profile.TypeToolInvoke {
+		return s.answerTool(ctx, from, env)
+	}
 	p, rej := Validate(s.catalog, env)
 	if rej != nil {
 		if rej.MessageID != "" {

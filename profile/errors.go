@@ -36,6 +36,7 @@ const (
 	CodeNotFound               = "not_found"
 	CodeMethodNotAllowed       = "method_not_allowed"
 	CodeBadRequest             = "bad_request"
+	CodeToolNotSupported       = "tool_not_supported"
 )
 
 // goCodes lists every Code* constant; Load checks each against errors.json. A test parses this
@@ -47,7 +48,7 @@ var goCodes = []string{
 	CodeDeliveryOutcomeUnknown, CodeInternal, CodeUnavailable, CodeUnauthorized,
 	CodeInvalidChannelID, CodeInvalidDescriptor, CodeProfileNotSupported,
 	CodeTargetTypeNotSupported, CodeUnknownAdapter, CodeFileTooLarge, CodeFileDownloadFailed,
-	CodeNotFound, CodeMethodNotAllowed, CodeBadRequest,
+	CodeNotFound, CodeMethodNotAllowed, CodeBadRequest, CodeToolNotSupported,
 }
 
 // CodeInfo is one row of the error-code table (errors.json).

@@ -114,6 +114,7 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeNotFound, false, 404},
 		{profile.CodeMethodNotAllowed, false, 405},
 		{profile.CodeBadRequest, false, 400},
+		{profile.CodeToolNotSupported, false, 501},
 	}
 	for _, tc := range tests {
 		t.Run(tc.code, func(t *testing.T) {
