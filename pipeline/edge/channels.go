@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/target"
@@ -130,7 +131,7 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, asDescriptorError(err))
 		return
 	}
-	ch, err := a.reg.Put(r.Context(), channels.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: nowMillis()})
+	ch, err := a.reg.Put(r.Context(), channels.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
 	if err != nil {
 		a.logger.Error("channel_put_failed", "channel", id, "err", err)
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel could not be stored"))

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -436,13 +437,11 @@ func (g *Gateway) Connections() int {
 	return len(g.conns)
 }
 
-// dropLabel bounds the label values of dropped types.
+// dropLabel bounds the label values of dropped types to the families the profile names
+// (P-SCOPE-3) and "other".
 func dropLabel(t string) string {
-	if len(t) > 40 {
-		return "other"
-	}
 	for _, prefix := range []string{"session.sync_", "history.", "ui."} {
-		if len(t) >= len(prefix) && t[:len(prefix)] == prefix {
+		if strings.HasPrefix(t, prefix) {
 			return prefix + "*"
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -430,5 +429,3 @@ func waitClosed(nc *nats.Conn, d time.Duration) {
 	}
 	nc.Close()
 }
-
-var _ message.NoPublishHandlerFunc = (*handlers.Stages)(nil).Handle
