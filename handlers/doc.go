@@ -6,6 +6,8 @@
 //	deliver.go   final delivery with intent records and completed IDs (P-MSG-9..13, P-STATE-6, §5.1)
 //	activity.go  chat.activity display and clearing (P-ACT-4..6, §5.3)
 //	ack.go       replies to xAgent: chat.message.ack and error packets (P-ACK-1/2)
+//	outbound.go  the send path's pending set: user messages to xAgent until acked (P-STATE-1..3)
+//	tools.go     answers tool.invoke (edge-api §8)
 //	records.go   the KV records the stages keep (intent/completed, display handles)
 //	targets.go   channel -> bound target adapter, cached per channel revision
 //
