@@ -106,6 +106,7 @@ func TestSend_TargetMessageDeliveredAndAckedOnce(t *testing.T) {
 	}
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
 	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.agent.Drain()                  // a re-send already under way when the ack came is legitimate
 	e.quiet(1500 * time.Millisecond) // several ack timeouts: never re-sent
 }
 
@@ -121,6 +122,8 @@ func TestSend_SameTargetMessagePostedTwiceIsOneMessage(t *testing.T) {
 	}
 	env, m := userMessage(t, e.agent, wait)
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
+	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.agent.Drain()
 	e.postUser(e.target.Secret, map[string]any{"target_message_id": "T2", "text": "once"})
 	e.quiet(1200 * time.Millisecond)
 }
@@ -162,6 +165,8 @@ func TestSend_RejectedNotRetryableIsTerminalAndVisible(t *testing.T) {
 	e.postUser(e.target.Secret, map[string]any{"target_message_id": "T5", "text": "x"})
 	env, m := userMessage(t, e.agent, wait)
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "rejected", "code": "policy_refused", "message": "no", "retryable": false})
+	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.agent.Drain()
 	e.quiet(1500 * time.Millisecond)
 	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
 	fs, _ := jsonOf(t, b)["failures"].([]any)
