@@ -13,6 +13,7 @@ type Metrics struct {
 	DeltasIgnored *prometheus.CounterVec   // ximd_deltas_ignored_total{reason}
 	Redeliveries  prometheus.Counter       // ximd_redeliveries_total
 	ActivityFails prometheus.Counter       // ximd_activity_failures_total
+	InboundAge    prometheus.Histogram     // ximd_inbound_age_seconds
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -47,9 +48,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ActivityFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ximd_activity_failures_total", Help: "Activity display calls that failed (never affect messages).",
 		}),
+		InboundAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ximd_inbound_age_seconds",
+			Help:    "Time from a gateway receiving a packet to a worker stage taking it (queueing in XIM_IN included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails)
+		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.InboundAge)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -39,6 +40,8 @@ func (s *Stages) Handle(msg *message.Message) error {
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
 	if n, _ := strconv.Atoi(msg.Metadata.Get(bus.MetaNumDelivered)); n > 1 {
 		s.metrics.Redeliveries.Inc()
+	} else if at, err := strconv.ParseInt(msg.Metadata.Get(subjects.HeaderReceived), 10, 64); err == nil {
+		s.metrics.InboundAge.Observe(time.Since(time.Unix(0, at)).Seconds())
 	}
 	env, err := profile.DecodeEnvelope(msg.Payload)
 	if err != nil {

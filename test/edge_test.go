@@ -28,6 +28,14 @@ func TestEdge_HealthReadyMetricsWithoutToken(t *testing.T) {
 			t.Fatalf("%s: %d %s %v", path, status, body, err)
 		}
 	}
+	_, ack := e.final(msg("m_metric", "x"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	for _, line := range []string{`ximd_inbound_age_seconds_count 1`, `ximd_acks_sent_total{code="",status="accepted"} 1`,
+		`ximd_gateway_packets_stored_total 1`, `ximd_target_call_seconds_count{adapter="webhook",op="send",outcome="ok"} 1`} {
+		if !metric(t, e.node, line) {
+			t.Fatalf("metrics lack %q", line)
+		}
+	}
 }
 
 // edge-api §2: every /v1 and /files route, the WebSocket upgrade included, needs the bearer token.
