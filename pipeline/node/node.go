@@ -178,13 +178,19 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) provision(ctx context.Context, js jetstream.JetStream) error {
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// A new cluster may still be electing its leaders and leave a request unanswered: each attempt
+	// has its own deadline, and attempts go on for two minutes.
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	// A cluster may still be electing leaders: retry for a while.
-	var err error
-	for attempt := 0; ; attempt++ {
-		if err = pipeline.Provision(pctx, js, n.cfg.Store); err == nil {
-			break
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(pctx, 10*time.Second)
+		err := pipeline.Provision(actx, js, n.cfg.Store)
+		if err == nil {
+			err = files.Provision(actx, js, n.fileConfig())
+		}
+		acancel()
+		if err == nil {
+			return nil
 		}
 		if pctx.Err() != nil {
 			return fmt.Errorf("provision: %w", err)
@@ -196,7 +202,6 @@ func (n *Node) provision(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("provision: %w", err)
 		}
 	}
-	return files.Provision(pctx, js, n.fileConfig())
 }
 
 func (n *Node) fileConfig() files.Config {

@@ -56,11 +56,17 @@ type TargetOptions struct {
 	Discard bool
 	// OnCall is called for every call before it is answered.
 	OnCall func(c Call)
+	// Addr is the listen address (default 127.0.0.1:0).
+	Addr string
 }
 
 // NewTarget starts a target on 127.0.0.1.
 func NewTarget(secret string, opts TargetOptions) (*Target, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
