@@ -214,7 +214,10 @@ func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack)
 		o.metrics.ignored.WithLabelValues("unknown").Inc()
 		return nil
 	}
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			return fmt.Errorf("outbox: %s kept changing under the ack", key) // retried by the router
+		}
 		r, rev, err := o.get(ctx, key)
 		if err != nil {
 			return err

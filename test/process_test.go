@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,19 +23,6 @@ import (
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for a process's output and the test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func buildXimd(t *testing.T) string {
 	t.Helper()
@@ -67,7 +52,7 @@ func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
 	bin := buildXimd(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "XIM_DATA_DIR="+dir, "XIM_HTTP_ADDR="+addr, "XIM_NATS_PORT=-1",
 		"XIM_NATS_MONITOR_PORT=-1", "XIM_LOG_LEVEL=debug", "XIM_AGENT_TOKEN=")

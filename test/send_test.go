@@ -78,6 +78,20 @@ func ackUser(t *testing.T, a *testkit.Agent, env profile.Envelope, ack map[strin
 	}
 }
 
+// waitNoPending polls until the channel has no pending user message.
+func (e *env) waitNoPending() {
+	e.t.Helper()
+	poll(e.t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+}
+
+// failures returns the channel's failure list from GET /v1/channels/{id}.
+func (e *env) failures() []any {
+	e.t.Helper()
+	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
+	fs, _ := jsonOf(e.t, b)["failures"].([]any)
+	return fs
+}
+
 func (e *env) pending() float64 {
 	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
 	st, _ := jsonOf(e.t, b)["stats"].(map[string]any)
@@ -105,7 +119,7 @@ func TestSend_TargetMessageDeliveredAndAckedOnce(t *testing.T) {
 		}
 	}
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 	e.agent.Drain()                  // a re-send already under way when the ack came is legitimate
 	e.quiet(1500 * time.Millisecond) // several ack timeouts: never re-sent
 }
@@ -122,7 +136,7 @@ func TestSend_SameTargetMessagePostedTwiceIsOneMessage(t *testing.T) {
 	}
 	env, m := userMessage(t, e.agent, wait)
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 	e.agent.Drain()
 	e.postUser(e.target.Secret, map[string]any{"target_message_id": "T2", "text": "once"})
 	e.quiet(1200 * time.Millisecond)
@@ -154,7 +168,7 @@ func TestSend_MissingAckResentSameMessageIDNewPacketID(t *testing.T) {
 	}
 	// An ack naming the first transmission still completes the message (identity is message_id).
 	ackUser(t, e.agent, env1, map[string]any{"message_id": m1.MessageID, "status": "duplicate"})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 }
 
 // P-ACK-5, P-STATE-3, edge-api §5.4: rejected retryable=false is terminal: never sent again, the
@@ -165,13 +179,12 @@ func TestSend_RejectedNotRetryableIsTerminalAndVisible(t *testing.T) {
 	e.postUser(e.target.Secret, map[string]any{"target_message_id": "T5", "text": "x"})
 	env, m := userMessage(t, e.agent, wait)
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "rejected", "code": "policy_refused", "message": "no", "retryable": false})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 	e.agent.Drain()
 	e.quiet(1500 * time.Millisecond)
-	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
-	fs, _ := jsonOf(t, b)["failures"].([]any)
+	fs := e.failures()
 	if len(fs) != 1 || fs[0].(map[string]any)["message_id"] != m.MessageID || fs[0].(map[string]any)["code"] != "policy_refused" {
-		t.Fatalf("failures %s", b)
+		t.Fatalf("failures %v", fs)
 	}
 	if e.pending() != 0 || !metric(t, e.node, `ximd_outbound_failures_total{code="policy_refused"} 1`) {
 		t.Fatal("failure not counted or still pending")
@@ -191,8 +204,7 @@ func TestSend_PendingPastMaxAgeExpiresVisibly(t *testing.T) {
 	e.postUser(e.target.Secret, map[string]any{"target_message_id": "old", "text": "x"})
 	userMessage(t, e.agent, wait)
 	poll(t, "expired failure listed", func() bool {
-		_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
-		fs, _ := jsonOf(t, b)["failures"].([]any)
+		fs := e.failures()
 		return len(fs) == 1 && fs[0].(map[string]any)["code"] == "expired"
 	})
 	if e.pending() != 0 {
@@ -220,7 +232,7 @@ func TestSend_RejectedRetryableIsResent(t *testing.T) {
 		t.Fatalf("resend %+v", env2)
 	}
 	ackUser(t, e.agent, env2, map[string]any{"message_id": m.MessageID, "status": "accepted"})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 }
 
 // edge-api §5.4: an ack for an unknown or finished message is ignored (counted), never an error.
@@ -286,7 +298,7 @@ func TestSend_OneConnectionGetsItAckFromAnother(t *testing.T) {
 	var m profile.Message
 	_ = json.Unmarshal(last.Payload, &m)
 	ackUser(t, second, last, map[string]any{"message_id": m.MessageID, "status": "accepted"}) // from either connection
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 }
 
 // P-SCOPE-4, edge-api §5.4: with no live connection a message waits; after a reconnect only
@@ -333,7 +345,7 @@ func TestSend_PendingMessageSentAgainAfterRestart(t *testing.T) {
 		t.Fatalf("after restart %+v", m2)
 	}
 	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
-	poll(t, "pending_outbound 0", func() bool { return e.pending() == 0 })
+	e.waitNoPending()
 }
 
 // allowFileHost re-opens the env's channel with host in its webhook config's file_hosts.

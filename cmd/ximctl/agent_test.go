@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/testkit"
 )
 
 // The fake edge stands in for ximd's /v1/ws (edge-api §5): it checks the bearer token and the
@@ -280,29 +280,9 @@ func answer(t *testing.T, c *edgeConn) (profile.Envelope, profile.Message, int) 
 	}
 }
 
-// syncBuffer is an io.Writer the agent and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startAgent runs runAgent against e with fast timings and extra flags; at cleanup it cancels
-// the agent and fails unless runAgent returned (every goroutine ended) within waitFor.
-func startAgent(t *testing.T, e *fakeEdge, extra ...string) (stdout, stderr *syncBuffer) {
+func startAgent(t *testing.T, e *fakeEdge, extra ...string) (stdout, stderr *testkit.SyncBuffer) {
 	t.Helper()
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	args := append([]string{"-addr", e.addr(), "-token", testToken, "-think", "0", "-delay", "0",
 		"-ack-timeout", "200ms", "-retry-backoff", "10ms"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
