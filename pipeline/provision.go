@@ -174,24 +174,34 @@ func OutboundConsumerConfig() jetstream.ConsumerConfig {
 		FilterSubject: subjects.OutAll,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait:       PartitionAckWait,
+		AckWait:       OutboundAckWait,
 		MaxAckPending: 100000,
 	}
 }
 
-// Partition consumer settings. AckWait is long enough for a final's bounded target retries; the
-// subscriber extends it with progress acks while a stage works.
+// OutboundAckWait is the outbound consumer's ack wait: a work item not acked or re-scheduled
+// within it (its worker died) is taken by another worker.
+const OutboundAckWait = 30 * time.Second
+
+// Partition consumer settings. The subscriber extends AckWait with progress acks (every
+// AckWait/2) while a stage works, however long its bounded target retries take; a worker that
+// died has its messages redelivered AckWait after its last progress ack.
 const (
-	PartitionAckWait       = 30 * time.Second
+	PartitionAckWait       = 4 * time.Second
 	PartitionMaxAckPending = 1024
 )
 
 // PartitionGroup is the pinned priority group of the partition consumers: however many workers
-// subscribe, the server delivers a partition to one of them at a time (per-channel order), and
-// pins another within PartitionPinnedTTL after that one stops pulling (it died or left).
+// subscribe, the server delivers a partition to one of them at a time (per-channel order). The
+// holder keeps pulling while busy; a worker that leaves hands its pins back at once, and one
+// that dies loses them PartitionPinnedTTL after its last pull. PartitionPinnedTTL exceeds
+// PartitionAckWait plus the subscriber's pull interval while busy (TTL/4, checked every
+// AckWait/4): the dead worker's messages are due for redelivery before any other worker is
+// pinned, and the server redelivers before it delivers newer messages, so the partition's order
+// holds across the take-over.
 const (
 	PartitionGroup     = "workers"
-	PartitionPinnedTTL = 5 * time.Second
+	PartitionPinnedTTL = 10 * time.Second
 )
 
 // PartitionConsumerConfig is the durable consumer of partition p.

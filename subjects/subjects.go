@@ -31,6 +31,9 @@ const (
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
+	// WorkerHeartbeat is where every worker announces itself (and its leaving); the workers
+	// share the partitions among those they hear.
+	WorkerHeartbeat = "xim.ctl.workers"
 	// GatewaySend is the request subject on which a gateway with a live xAgent connection takes
 	// an outbound packet (queue group GatewayQueue); no responder means no live connection.
 	GatewaySend  = gwRoot + ".send"

@@ -17,24 +17,31 @@ import (
 
 func processed(t *testing.T, g prometheus.Gatherer) float64 {
 	t.Helper()
+	return gauge(t, g, "ximd_worker_packets_total")
+}
+
+// gauge sums every series of the metric called name.
+func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "ximd_worker_packets_total" {
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
+				n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
 	return n
 }
 
-// edge-api §1, §5.1: a gateway and two worker processes on one NATS. Each partition is served by
-// one worker at a time (a pinned consumer group), so a channel's finals reach the target in
-// order and exactly once; when the serving worker leaves mid-stream, the other takes over.
+// edge-api §1, §5.1: a gateway and two worker processes on one NATS. The workers share the
+// partitions; each partition is served by one worker at a time (a pinned consumer group), so a
+// channel's finals reach the target in order and exactly once; when a worker leaves mid-stream,
+// the other takes its partitions over.
 func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 	t.Parallel()
 	srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: t.TempDir(), Port: -1}, discardLogger())
@@ -52,9 +59,13 @@ func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 		t.Cleanup(func() { _ = n.Stop() })
 		return n
 	}
-	first := start(node.RoleWorker) // pulls first: every partition is pinned to it
+	first := start(node.RoleWorker)
 	gw := start(node.RoleGateway)
 	second := start(node.RoleWorker)
+	owned := func(n *testkit.Node) float64 { return gauge(t, n.Metrics(), "ximd_partitions_owned") }
+	poll(t, "the workers share the partitions", func() bool {
+		return owned(first) == 4 && owned(second) == 4
+	})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} { // a worker serves the ops routes
 		if status, _, err := first.DoAuth(http.MethodGet, path, nil, ""); err != nil || status != 200 {
 			t.Fatalf("worker %s: %d %v", path, status, err)
@@ -83,7 +94,6 @@ func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer agent.Close()
-	const perChannel = 30
 	round := func(from, to int) {
 		var pids []string
 		for i := from; i < to; i++ {
@@ -105,21 +115,33 @@ func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 			}
 		}
 	}
-	round(0, perChannel/2)
-	if processed(t, first.Metrics()) == 0 || processed(t, second.Metrics()) != 0 {
-		t.Fatalf("before the take-over: first worker %v packets, second %v", processed(t, first.Metrics()), processed(t, second.Metrics()))
+	// The first worker pulled every partition before the second joined; its pulls already under
+	// way (up to 1s) may still deliver, then it hands the second's share over. One final per
+	// channel at a time until both work.
+	n, deadline := 0, time.Now().Add(10*time.Second)
+	for processed(t, first.Metrics()) == 0 || processed(t, second.Metrics()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workers do not share the work: first %v packets, second %v", processed(t, first.Metrics()), processed(t, second.Metrics()))
+		}
+		round(n, n+1)
+		n++
 	}
+	t.Logf("both workers busy after %d finals per channel", n)
+	round(n, n+15)
+	n += 15
+	before := processed(t, second.Metrics())
 	t0 := time.Now()
 	if err := first.Stop(); err != nil { // leaves mid-stream
 		t.Fatal(err)
 	}
 	t.Logf("first worker stopped in %s", time.Since(t0))
 	t0 = time.Now()
-	round(perChannel/2, perChannel)
+	round(n, n+15)
 	t.Logf("second round in %s", time.Since(t0))
-	if processed(t, second.Metrics()) == 0 {
-		t.Fatal("the second worker took nothing over")
+	if processed(t, second.Metrics()) < before+float64(len(channels)*15) {
+		t.Fatalf("the second worker processed %v of the second round's %d finals", processed(t, second.Metrics())-before, len(channels)*15)
 	}
+	perChannel := n + 15
 
 	byChannel := map[string][]string{}
 	for _, c := range tg.MessageCalls() {

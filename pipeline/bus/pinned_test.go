@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,4 +54,99 @@ func TestSubscriberPinnedGroupServesOneSubscriptionAtATime(t *testing.T) {
 		t.Fatalf("after the take-over got %s, want m4", m.UUID)
 	}
 	m.Ack()
+}
+
+// Active moves a pinned topic between subscriptions at once (not after PinnedTTL), in order: the
+// subscription that turns inactive delivers what it holds, then hands the pin back.
+func TestSubscriberActiveHandsThePinOverInOrder(t *testing.T) {
+	f := newFixture(t)
+	pinned := func(topic string) bus.Consumer {
+		return bus.Consumer{Stream: testStream, Durable: testDurable, FilterSubjects: []string{topic}, Description: "test",
+			PinnedGroup: "workers", PinnedTTL: time.Minute} // only a hand-over can move it within the test
+	}
+	var firstActive atomic.Bool
+	firstActive.Store(true)
+	first := f.subscriber(t, bus.SubscriberConfig{Consumer: pinned, FetchWait: 200 * time.Millisecond,
+		Active: func(string) bool { return firstActive.Load() }}, nil)
+	second := f.subscriber(t, bus.SubscriberConfig{Consumer: pinned, FetchWait: 200 * time.Millisecond,
+		Active: func(string) bool { return !firstActive.Load() }}, nil)
+	ch1, err := first.Subscribe(context.Background(), testTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := second.Subscribe(context.Background(), testTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, 1, 10)
+	for i := 1; i <= 3; i++ {
+		m := receive(t, ch1, 5*time.Second)
+		wantMsg(t, m, fmt.Sprintf("m%d", i), "1")
+		m.Ack()
+	}
+	firstActive.Store(false)
+	// The first delivers what it fetched, the second the rest, as one sequence; messages
+	// published after the flip reach the second well within PinnedTTL.
+	deadline := time.After(10 * time.Second)
+	fromSecond := 0
+	for next := 4; fromSecond < 3; next++ {
+		if next > 10 {
+			f.publish(t, next, next)
+		}
+		select {
+		case m := <-ch1:
+			if fromSecond > 0 || m.UUID != fmt.Sprintf("m%d", next) {
+				t.Fatalf("first got %s, want m%d from the first (second served %d)", m.UUID, next, fromSecond)
+			}
+			m.Ack()
+		case m := <-ch2:
+			if m.UUID != fmt.Sprintf("m%d", next) {
+				t.Fatalf("second got %s, want m%d", m.UUID, next)
+			}
+			m.Ack()
+			fromSecond++
+		case <-deadline:
+			t.Fatalf("nothing after m%d: the pin was not handed over", next-1)
+		}
+	}
+}
+
+// A subscription whose handler holds a message longer than PinnedTTL keeps the pin: it still
+// pulls while busy, so the server does not hand the partition's next messages to another
+// subscription while this one works on the earlier ones.
+func TestSubscriberBusyHandlerKeepsThePin(t *testing.T) {
+	f := newFixture(t)
+	const ttl = 1500 * time.Millisecond
+	pinned := func(topic string) bus.Consumer {
+		return bus.Consumer{Stream: testStream, Durable: testDurable, FilterSubjects: []string{topic}, Description: "test",
+			PinnedGroup: "workers", PinnedTTL: ttl}
+	}
+	first := f.subscriber(t, bus.SubscriberConfig{Consumer: pinned, FetchWait: 300 * time.Millisecond, AckWait: 2 * time.Second}, nil)
+	ch1, err := first.Subscribe(context.Background(), testTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, 1, 3)
+	busy := receive(t, ch1, 5*time.Second) // pins the group to first, then holds m1 with m2, m3 queued
+	pin := func() string {
+		for _, g := range f.consumerInfo(t).PriorityGroups {
+			return g.PinnedClientID
+		}
+		return ""
+	}
+	held := pin()
+	if held == "" {
+		t.Fatal("no pin after the first delivery")
+	}
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if got := pin(); got != held {
+			t.Fatalf("the busy subscription lost its pin (now %q)", got)
+		}
+	}
+	busy.Ack()
+	for i := 2; i <= 3; i++ {
+		m := receive(t, ch1, 5*time.Second)
+		wantMsg(t, m, fmt.Sprintf("m%d", i), "1")
+		m.Ack()
+	}
 }

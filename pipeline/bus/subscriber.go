@@ -80,7 +80,17 @@ type SubscriberConfig struct {
 	// FetchWait is how long a pull request waits for messages. It bounds how long ending an idle
 	// subscription waits for its pull request. Default 1s.
 	FetchWait time.Duration
+	// Active, when set, says whether the subscription of topic is meant to serve it now (several
+	// processes sharing a pinned group each serve their share of the topics). While it returns
+	// false, the subscription delivers what it holds, then stops pulling and hands the group's pin
+	// back (Unpin), so that the subscription meant to serve the topic takes it over at once
+	// instead of after PinnedTTL. It is asked before each pull and every [ActivePoll] while
+	// inactive; it must be fast and safe for concurrent use. nil: always active.
+	Active func(topic string) bool
 }
+
+// ActivePoll is how often an inactive subscription asks [SubscriberConfig.Active] again.
+const ActivePoll = 250 * time.Millisecond
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	if c.AckWait == 0 {
@@ -240,16 +250,23 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		ackWait = info.Config.AckWait // the effective one (BackOff overrides AckWait)
 	}
 	subCtx, cancel := context.WithCancel(ctx)
+	pinnedTTL := k.PinnedTTL
+	if pinnedTTL == 0 {
+		pinnedTTL = DefaultPinnedTTL
+	}
 	sub := &subscription{
-		owner:   s,
-		cfg:     s.cfg,
-		ackWait: ackWait,
-		cons:    cons,
-		group:   k.PinnedGroup,
-		ctx:     subCtx,
-		cancel:  cancel,
-		out:     make(chan *message.Message),
-		logger:  s.logger.With("topic", topic, "stream", k.Stream, "consumer", k.Durable),
+		owner:     s,
+		cfg:       s.cfg,
+		ackWait:   ackWait,
+		cons:      cons,
+		topic:     topic,
+		stream:    k.Stream,
+		group:     k.PinnedGroup,
+		pinnedTTL: pinnedTTL,
+		ctx:       subCtx,
+		cancel:    cancel,
+		out:       make(chan *message.Message),
+		logger:    s.logger.With("topic", topic, "stream", k.Stream, "consumer", k.Durable),
 	}
 	s.mu.Lock()
 	if s.closed {

@@ -42,15 +42,21 @@ type held struct {
 // subscription reads one durable consumer for one Subscribe call. Its run goroutine owns all of
 // its state; only ctx/cancel and out are shared.
 type subscription struct {
-	owner   *Subscriber
-	cfg     SubscriberConfig
-	ackWait time.Duration
-	cons    jetstream.Consumer
-	group   string          // pinned priority group ("" for none)
-	ctx     context.Context // ends the subscription; parent of message contexts
-	cancel  context.CancelFunc
-	out     chan *message.Message
-	logger  *slog.Logger
+	owner     *Subscriber
+	cfg       SubscriberConfig
+	ackWait   time.Duration
+	cons      jetstream.Consumer
+	topic     string
+	stream    string
+	group     string        // pinned priority group ("" for none)
+	pinnedTTL time.Duration // the group's unpin timeout
+	// pinID is the pin of the group this subscription was last delivered under (header
+	// Nats-Pin-Id); "" when it holds none. Owned by run.
+	pinID  string
+	ctx    context.Context // ends the subscription; parent of message contexts
+	cancel context.CancelFunc
+	out    chan *message.Message
+	logger *slog.Logger
 }
 
 // run is the subscription's event loop. queue[0] is the current message (in the handler, waiting
@@ -68,6 +74,8 @@ func (sb *subscription) run() {
 		retry    *time.Timer
 		retryC   <-chan time.Time
 		pauseC   <-chan time.Time // fetch back-off after an error
+		idleC    <-chan time.Time // next look at Active while inactive
+		lastPull time.Time
 		closing  bool
 		ctxDone  = sb.ctx.Done()
 		deadline *time.Timer
@@ -106,14 +114,32 @@ func (sb *subscription) run() {
 		if closing && batchCh == nil && !inUse {
 			sb.release(queue)
 			sb.flush()
+			sb.unpin()
 			return
 		}
-		if !closing && batchCh == nil && pauseC == nil && len(queue) <= 1 {
+		pull := 0
+		if !closing && batchCh == nil && pauseC == nil {
+			switch active := sb.active(); {
+			case active && len(queue) <= 1:
+				pull = sb.cfg.FetchBatch
+			case len(queue) > 0 && sb.group != "" && time.Since(lastPull) >= sb.pinnedTTL/4:
+				// A busy handler still pulls (one message) now and then: the server keeps the
+				// pin only while its holder pulls, and moving it now would break the order.
+				pull = 1
+			case !active && len(queue) == 0:
+				sb.unpin()
+				if idleC == nil {
+					idleC = time.After(ActivePoll)
+				}
+			}
+		}
+		if pull > 0 {
+			lastPull = time.Now()
 			opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(sb.cfg.FetchWait)}
 			if sb.group != "" {
 				opts = append(opts, jetstream.FetchPriorityGroup(sb.group))
 			}
-			b, err := sb.cons.Fetch(sb.cfg.FetchBatch, opts...)
+			b, err := sb.cons.Fetch(pull, opts...)
 			switch {
 			case errors.Is(err, nats.ErrConnectionClosed):
 				sb.logger.Error("bus_connection_closed", "err", err)
@@ -199,6 +225,9 @@ func (sb *subscription) run() {
 		case <-pauseC:
 			pauseC = nil
 
+		case <-idleC:
+			idleC = nil
+
 		case now := <-progress.C:
 			sb.progress(queue, now)
 
@@ -227,7 +256,55 @@ func (sb *subscription) accept(m jetstream.Msg) *held {
 		}
 		return nil
 	}
+	if id := m.Headers().Get(pinIDHeader); id != "" {
+		sb.pinID = id
+	}
 	return &held{jm: m, d: d, touched: time.Now()}
+}
+
+// pinIDHeader carries the pin of a pinned group on each message delivered under it.
+const pinIDHeader = "Nats-Pin-Id"
+
+// active reports whether the subscription is meant to serve its topic now.
+func (sb *subscription) active() bool {
+	return sb.cfg.Active == nil || sb.cfg.Active(sb.topic)
+}
+
+// unpin hands the group's pin back once the subscription holds nothing, so the subscription meant
+// to serve the topic takes it at once. It unpins only the pin this subscription was delivered
+// under (still current), never another holder's.
+func (sb *subscription) unpin() {
+	if sb.pinID == "" || sb.group == "" {
+		return
+	}
+	id := sb.pinID
+	sb.pinID = ""
+	if sb.owner.js.Conn().IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	info, err := sb.cons.Info(ctx)
+	if err != nil {
+		sb.logger.Warn("bus_unpin_failed", "err", err)
+		return
+	}
+	pinned := false
+	for _, g := range info.PriorityGroups {
+		pinned = pinned || (g.Group == sb.group && g.PinnedClientID == id)
+	}
+	if !pinned {
+		return // the pin already lapsed
+	}
+	st, err := sb.owner.js.Stream(ctx, sb.stream)
+	if err == nil {
+		err = st.UnpinConsumer(ctx, info.Name, sb.group)
+	}
+	if err != nil {
+		sb.logger.Warn("bus_unpin_failed", "err", err)
+		return
+	}
+	sb.logger.Debug("bus_unpinned", "group", sb.group)
 }
 
 // numDelivered is how many times h was delivered to a handler (see MetaNumDelivered).

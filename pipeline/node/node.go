@@ -31,6 +31,7 @@ import (
 	"github.com/ximd/ximd/pipeline/download"
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/files"
+	"github.com/ximd/ximd/pipeline/members"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -250,10 +251,15 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	if err != nil {
 		return nil, err
 	}
+	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions}, n.reg, log.With("stage", "members"))
+	if err != nil {
+		return nil, err
+	}
 	sub, err := bus.NewSubscriber(js, bus.SubscriberConfig{
 		Consumer:      consumerOf,
 		AckWait:       pipeline.PartitionAckWait,
 		MaxAckPending: pipeline.PartitionMaxAckPending,
+		Active:        func(topic string) bool { return mem.Owns(partitionOf(topic)) },
 	}, log)
 	if err != nil {
 		return nil, err
@@ -282,6 +288,14 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	}
 
 	var wg sync.WaitGroup
+	mctx, stopMembers := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mem.Run(mctx); err != nil {
+			errc <- err
+		}
+	}()
 	actx, stopAsm := context.WithCancel(context.Background())
 	wg.Add(3)
 	go func() { defer wg.Done(); _ = asm.Run(actx) }()
@@ -303,6 +317,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	}
 	return func(dctx context.Context) {
 		_ = statsSub.Unsubscribe()
+		stopMembers() // the others take this worker's partitions over as its subscriptions hand them back
 		if err := router.Close(); err != nil {
 			log.Warn("router_close", "err", err)
 		}
@@ -318,15 +333,20 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 
 const poisonConsumer = "poison-replies"
 
+// partitionOf is the partition of a partition consumer's topic ("in-p03": 3).
+func partitionOf(topic string) int {
+	var p int
+	_, _ = fmt.Sscanf(topic, "in-p%d", &p)
+	return p
+}
+
 // consumerOf maps a router topic to its stream and durable consumer.
 func consumerOf(topic string) bus.Consumer {
 	if topic == poisonConsumer {
 		return bus.Consumer{Stream: subjects.StreamPoison, Durable: poisonConsumer, FilterSubjects: []string{subjects.PoisonAll},
 			Description: "ximd answers finals a partition gave up on"}
 	}
-	var p int
-	_, _ = fmt.Sscanf(topic, "in-p%d", &p)
-	cfg := pipeline.PartitionConsumerConfig(p)
+	cfg := pipeline.PartitionConsumerConfig(partitionOf(topic))
 	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: []string{cfg.FilterSubject}, Description: cfg.Description,
 		PinnedGroup: pipeline.PartitionGroup, PinnedTTL: pipeline.PartitionPinnedTTL}
 }

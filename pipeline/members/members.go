@@ -1,0 +1,222 @@
+// Package members shares the XIM_IN partitions among the live worker processes. Every worker
+// announces itself on a core NATS subject every Interval and says when it leaves; each keeps the
+// set of workers it heard within Timeout and serves the partitions the set assigns it: with the
+// instances sorted, partition p belongs to the worker at index p mod n. The assignment only
+// spreads the load: the partition consumers' pinned group still guarantees that one worker at a
+// time is served a partition, so views that briefly disagree cost a hand-over, never order.
+package members
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ximd/ximd/subjects"
+)
+
+// Config configures [Members].
+type Config struct {
+	// Instance names this worker (XIM_INSTANCE); unique among the workers. Required.
+	Instance string
+	// Partitions is the number of partitions to share (XIM_PARTITIONS). Required.
+	Partitions int
+	// Interval is the heartbeat period. Default 1s.
+	Interval time.Duration
+	// Timeout is how long a worker that fell silent still counts (it died: its partitions move
+	// after this). Default 3.5 intervals.
+	Timeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = c.Interval * 7 / 2
+	}
+	return c
+}
+
+// Validate reports every configuration error at once.
+func (c Config) Validate() error {
+	var errs []error
+	if err := subjects.Token(c.Instance); err != nil {
+		errs = append(errs, fmt.Errorf("instance: %w", err))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions %d: must be positive", c.Partitions))
+	}
+	if c.Interval < 0 || c.Timeout < 0 || (c.Timeout > 0 && c.Timeout <= c.Interval) {
+		errs = append(errs, errors.New("interval and timeout must be positive, timeout above interval"))
+	}
+	return errors.Join(errs...)
+}
+
+// beat is the heartbeat message.
+type beat struct {
+	Instance string `json:"instance"`
+	Leaving  bool   `json:"leaving,omitempty"`
+}
+
+// Members is one worker's view of the live workers and its share of the partitions.
+type Members struct {
+	cfg    Config
+	nc     *nats.Conn
+	logger *slog.Logger
+	live   prometheus.Gauge
+	owned  prometheus.Gauge
+
+	mu    sync.Mutex
+	seen  map[string]time.Time // other workers, by instance: last heard
+	index int                  // this worker's index among the sorted live instances
+	n     int                  // live instances, this one included
+}
+
+// New returns the view of the worker cfg.Instance; Run keeps it. Its gauges are registered with
+// reg (ximd_workers_live, ximd_partitions_owned).
+func New(nc *nats.Conn, cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Members, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	m := &Members{
+		cfg: cfg.withDefaults(), nc: nc, logger: logger, seen: map[string]time.Time{}, n: 1,
+		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_workers_live",
+			Help: "Worker processes this worker hears (itself included); the partitions are shared among them."}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_partitions_owned",
+			Help: "XIM_IN partitions assigned to this worker."}),
+	}
+	if err := reg.Register(m.live); err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	if err := reg.Register(m.owned); err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	m.update()
+	return m, nil
+}
+
+// Owns reports whether partition p is this worker's to serve. Safe for concurrent use.
+func (m *Members) Owns(p int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return p%m.n == m.index
+}
+
+// Live returns the instances of the live workers, this one included, sorted.
+func (m *Members) Live() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveLocked()
+}
+
+func (m *Members) liveLocked() []string {
+	live := []string{m.cfg.Instance}
+	for inst := range m.seen {
+		live = append(live, inst)
+	}
+	slices.Sort(live)
+	return live
+}
+
+// update recomputes this worker's share; m.mu is held or m is not shared yet.
+func (m *Members) update() {
+	live := m.liveLocked()
+	m.n, m.index = len(live), slices.Index(live, m.cfg.Instance)
+	owned := 0
+	for p := 0; p < m.cfg.Partitions; p++ {
+		if p%m.n == m.index {
+			owned++
+		}
+	}
+	m.live.Set(float64(m.n))
+	m.owned.Set(float64(owned))
+}
+
+// Run announces this worker and follows the others until ctx ends; then it announces that it
+// leaves, so the others take its partitions over at once.
+func (m *Members) Run(ctx context.Context) error {
+	sub, err := m.nc.Subscribe(subjects.WorkerHeartbeat, func(msg *nats.Msg) {
+		var b beat
+		if json.Unmarshal(msg.Data, &b) != nil || b.Instance == "" || b.Instance == m.cfg.Instance {
+			return
+		}
+		m.heard(b)
+	})
+	if err != nil {
+		return fmt.Errorf("members: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	m.announce(false)
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.announce(true)
+			_ = m.nc.FlushTimeout(time.Second)
+			return nil
+		case now := <-tick.C:
+			m.announce(false)
+			m.expire(now)
+		}
+	}
+}
+
+// heard records a heartbeat of another worker. A newcomer is answered at once, so that it learns
+// of this worker within a round trip rather than an interval.
+func (m *Members) heard(b beat) {
+	m.mu.Lock()
+	_, known := m.seen[b.Instance]
+	if b.Leaving {
+		delete(m.seen, b.Instance)
+	} else {
+		m.seen[b.Instance] = time.Now()
+	}
+	changed := known == b.Leaving
+	if changed {
+		m.update()
+	}
+	live := m.liveLocked()
+	m.mu.Unlock()
+	if changed {
+		m.logger.Info("workers_changed", "workers", live, "joined", !b.Leaving, "worker", b.Instance)
+		if !b.Leaving {
+			m.announce(false)
+		}
+	}
+}
+
+// expire forgets the workers not heard within Timeout.
+func (m *Members) expire(now time.Time) {
+	m.mu.Lock()
+	var gone []string
+	for inst, at := range m.seen {
+		if now.Sub(at) > m.cfg.Timeout {
+			delete(m.seen, inst)
+			gone = append(gone, inst)
+		}
+	}
+	if len(gone) > 0 {
+		m.update()
+	}
+	live := m.liveLocked()
+	m.mu.Unlock()
+	if len(gone) > 0 {
+		m.logger.Warn("workers_silent", "gone", gone, "workers", live)
+	}
+}
+
+func (m *Members) announce(leaving bool) {
+	b, _ := json.Marshal(beat{Instance: m.cfg.Instance, Leaving: leaving})
+	if err := m.nc.Publish(subjects.WorkerHeartbeat, b); err != nil {
+		m.logger.Debug("workers_announce_failed", "err", err)
+	}
+}

@@ -1,0 +1,144 @@
+package members_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ximd/ximd/pipeline/members"
+)
+
+func startServer(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
+}
+
+type worker struct {
+	m    *members.Members
+	nc   *nats.Conn
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func start(t *testing.T, url, instance string) *worker {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	m, err := members.New(nc, members.Config{Instance: instance, Partitions: 8, Interval: 100 * time.Millisecond},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{m: m, nc: nc, stop: cancel, done: make(chan struct{})}
+	go func() { defer close(w.done); _ = m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+// owners returns, per partition, the workers that believe they own it.
+func owners(ws []*worker) [][]int {
+	out := make([][]int, 8)
+	for p := range out {
+		for i, w := range ws {
+			if w.m.Owns(p) {
+				out[p] = append(out[p], i)
+			}
+		}
+	}
+	return out
+}
+
+// settled waits until every partition has exactly one owner among ws, and each worker owns its
+// share (n partitions spread as evenly as possible).
+func settled(t *testing.T, ws []*worker) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := true
+		count := make([]int, len(ws))
+		for _, o := range owners(ws) {
+			ok = ok && len(o) == 1
+			if len(o) == 1 {
+				count[o[0]]++
+			}
+		}
+		ok = ok && slices.Max(count)-slices.Min(count) <= 1
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled: owners %v", owners(ws))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Workers share the partitions evenly, take a leaving worker's share over at once, a silent
+// (dead) one's after the timeout, and give a share to a newcomer.
+func TestMembersShareThePartitions(t *testing.T) {
+	url := startServer(t)
+	a, b, c := start(t, url, "w-a"), start(t, url, "w-b"), start(t, url, "w-c")
+	settled(t, []*worker{a, b, c})
+	if got := fmt.Sprint(a.m.Live()); got != "[w-a w-b w-c]" {
+		t.Fatalf("live %s", got)
+	}
+
+	t0 := time.Now()
+	c.stop() // leaves: says so
+	<-c.done
+	settled(t, []*worker{a, b})
+	if d := time.Since(t0); d > 300*time.Millisecond {
+		t.Fatalf("a leaving worker's share moved after %s, want at once", d)
+	}
+
+	d := start(t, url, "w-d")
+	settled(t, []*worker{a, b, d})
+
+	t0 = time.Now()
+	d.nc.Close() // dies: falls silent
+	settled(t, []*worker{a, b})
+	if d := time.Since(t0); d < 300*time.Millisecond {
+		t.Fatalf("a silent worker was dropped after %s, before its timeout", d)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     members.Config
+		wantErr bool
+	}{
+		{"ok", members.Config{Instance: "w1", Partitions: 8}, false},
+		{"no instance", members.Config{Partitions: 8}, true},
+		{"unsafe instance", members.Config{Instance: "w.1", Partitions: 8}, true},
+		{"no partitions", members.Config{Instance: "w1"}, true},
+		{"timeout below interval", members.Config{Instance: "w1", Partitions: 8, Interval: time.Second, Timeout: time.Second}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
+				t.Fatalf("Validate() = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
