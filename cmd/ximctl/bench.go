@@ -29,14 +29,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	editInterval := fs.Duration("edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
 	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ximctl bench [flags]\n\nStarts an all-in-one ximd with an embedded NATS server, drives deltas and finals through its\nWebSocket edge into a loopback webhook target, and reports the figures next to the raw\nJetStream async-publish rate measured on the same server in the same run.")
-		fs.PrintDefaults()
-	}
+	noProgress := fs.Bool("no-progress", false, "no progress on stderr")
+	setUsage(fs, stderr, "[flags]", "Load tool: drives deltas and finals through an in-process ximd; progress on stderr, figures on stdout.")
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return errUsage
+	}
 	cfg.Progress = stdout
+	stopProgress := func() {}
+	if !*noProgress {
+		v := newProgressView(stderr)
+		stdout = v.lines(stdout)
+		cfg.Progress, cfg.OnProgress = stdout, v.update
+		pctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); v.run(pctx) }()
+		stopProgress = func() { stop(); <-done }
+		defer stopProgress() // on an early return; a second call returns at once
+	}
 	dir := *dataDir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ximd-bench-")
@@ -68,6 +81,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	start := time.Now()
 	rep, err := load.Run(ctx, cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+	stopProgress()
 	if err != nil {
 		return err
 	}

@@ -3,25 +3,50 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 )
 
 var errUsage = errors.New("usage")
 
-// connFlags are the flags every command that talks to ximd shares.
+// errHelp is returned by parse for -h: the usage was printed and the exit status is 0.
+var errHelp = errors.New("help requested")
+
+// Defaults shared by every command, so that -http, -token, -nats and -channel mean the same
+// everywhere.
+const (
+	defaultHTTPAddr = "127.0.0.1:8080"
+	defaultNATSURL  = "nats://127.0.0.1:4222"
+)
+
+// connFlags are the flags every command that talks to ximd's HTTP edge shares: -http (with -addr
+// kept as an alias) and -token.
 type connFlags struct {
-	addr  string
+	http  string
+	addr  string // host:port of the HTTP edge, set by resolve from -http
 	token string
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", envOr("XIM_HTTP_ADDR", "127.0.0.1:8080"), "ximd HTTP address (host:port)")
-	fs.StringVar(&c.token, "token", os.Getenv("XIM_AGENT_TOKEN"), "bearer token (default $XIM_AGENT_TOKEN, else the file ./data/agent-token)")
+	def := envOr("XIM_HTTP_ADDR", defaultHTTPAddr)
+	fs.StringVar(&c.http, "http", "http://"+def, "ximd HTTP edge, http://host:port or host:port ($XIM_HTTP_ADDR sets the default)")
+	fs.StringVar(&c.http, "addr", "http://"+def, "alias of -http")
+	fs.StringVar(&c.token, "token", "", "bearer token (default $XIM_AGENT_TOKEN, else the file $XIM_DATA_DIR/agent-token, ./data/agent-token)")
 }
 
+// resolve checks -http into addr and reads the token file when no token was given.
 func (c *connFlags) resolve() error {
+	addr, err := httpAddr(c.http)
+	if err != nil {
+		return err
+	}
+	c.addr = addr
+	if c.token == "" {
+		c.token = os.Getenv("XIM_AGENT_TOKEN") // not the flag's default: -h would print it
+	}
 	if c.token != "" {
 		return nil
 	}
@@ -34,6 +59,41 @@ func (c *connFlags) resolve() error {
 	return nil
 }
 
+// httpAddr turns an -http value (http://host:port, host:port, with or without a trailing /)
+// into host:port.
+func httpAddr(v string) (string, error) {
+	s := strings.TrimSuffix(v, "/")
+	if i := strings.Index(s, "://"); i >= 0 {
+		if s[:i] != "http" {
+			return "", fmt.Errorf("-http %q: only http:// is supported", v)
+		}
+		s = s[i+3:]
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil || strings.Contains(s, "/") {
+		return "", fmt.Errorf("-http %q: want http://host:port", v)
+	}
+	return s, nil
+}
+
+// natsFlag registers -nats, the NATS server ximd uses.
+func natsFlag(fs *flag.FlagSet) *string {
+	return fs.String("nats", envOr("XIM_NATS_URL", defaultNATSURL), "NATS server URL ($XIM_NATS_URL sets the default; ximd's embedded server listens on "+defaultNATSURL+")")
+}
+
+// channelFlag registers -channel, a connector_channel_id.
+func channelFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("channel", "", "connector_channel_id "+what)
+}
+
+// setUsage makes fs print "usage: ximctl <name> <synopsis>", the one-line description and the
+// flags for -h or a flag error.
+func setUsage(fs *flag.FlagSet, stderr io.Writer, synopsis, description string) {
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s %s\n\n%s\n\nflags:\n", fs.Name(), synopsis, description)
+		fs.PrintDefaults()
+	}
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -41,11 +101,12 @@ func envOr(name, def string) string {
 	return def
 }
 
+// parse parses args; -h prints the usage and returns errHelp, a bad flag errUsage.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
+			return errHelp
 		}
 		return errUsage
 	}

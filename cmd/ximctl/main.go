@@ -3,11 +3,17 @@
 //	ximctl send    stream one assistant message (deltas + final) to a channel, print the ack
 //	ximctl target  run a webhook target on loopback that prints every call ximd makes
 //	ximctl agent   play xAgent: ack and answer every user message, with failure injection
+//	ximctl tail    print every packet of a channel as it passes through NATS, both ways
+//	ximctl status  channels, pending user messages, failures, stream and consumer lag
 //	ximctl bench   the load tool: deltas/s, finals/s, ack and display latency vs raw JetStream
+//
+// The flags mean the same in every command: -http (ximd's HTTP edge), -token (xAgent's bearer
+// token), -nats (the NATS server), -channel (a connector_channel_id). docs/ximctl.md has more.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,9 +27,14 @@ commands:
   send     stream one assistant message (deltas + final) to a channel and print the ack
   target   run a loopback webhook target that prints every call ximd makes to it
   agent    play xAgent: ack every user message and stream an answer (deltas + final)
+  tail     print every packet of a channel as it passes through NATS, both ways (read-only)
+  status   channels, pending user messages, failures, stream and consumer figures (lag)
   bench    load tool: drive deltas and finals through a ximd edge into a loopback webhook target
 
-Run "ximctl <command> -h" for a command's flags.
+Common flags: -http URL (ximd HTTP edge, default http://$XIM_HTTP_ADDR or http://127.0.0.1:8080),
+-token T (default $XIM_AGENT_TOKEN, else ./data/agent-token), -nats URL (default $XIM_NATS_URL
+or nats://127.0.0.1:4222), -channel ID.
+Run "ximctl <command> -h" for a command's description and flags.
 `
 
 func main() {
@@ -45,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTarget(ctx, args[1:], stdout, stderr)
 	case "agent":
 		err = runAgent(ctx, args[1:], stdout, stderr)
+	case "tail":
+		err = runTail(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = runStatus(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -55,7 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
-		if err == errUsage {
+		if errors.Is(err, errHelp) {
+			return 0
+		}
+		if errors.Is(err, errUsage) {
 			return 2
 		}
 		fmt.Fprintf(stderr, "ximctl %s: %v\n", args[0], err)

@@ -17,20 +17,17 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("ximctl send", flag.ContinueOnError)
 	var cf connFlags
 	cf.register(fs)
-	channel := fs.String("channel", "", "connector_channel_id (required)")
+	channel := channelFlag(fs, "to send to (required)")
 	text := fs.String("text", "Hello from ximctl: this message was streamed word by word.", "the message text")
 	messageID := fs.String("message-id", "", "message_id (default: a new one)")
 	stream := fs.Bool("stream", true, "send the text as deltas (one per word) before the final")
 	delay := fs.Duration("delay", 100*time.Millisecond, "pause between deltas")
 	activity := fs.Bool("activity", true, "send chat.activity thinking before the text")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ximctl send -channel ID [flags]\n\nStreams one assistant message to a channel as xAgent would and prints every packet ximd answers.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, "-channel ID [flags]", "Sends one assistant message to a channel as xAgent would (direct or streamed) and prints the replies.")
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	if *channel == "" {
+	if *channel == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errUsage
 	}

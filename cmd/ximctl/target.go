@@ -15,14 +15,16 @@ import (
 
 func runTarget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ximctl target", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:9999", "listen address")
+	addr := fs.String("listen", "127.0.0.1:9999", "listen address (host:port)")
+	fs.StringVar(addr, "addr", "127.0.0.1:9999", "alias of -listen")
 	secret := fs.String("secret", "s3cr3t", "the channel's webhook secret (to check X-Xim-Signature)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ximctl target [flags]\n\nA webhook target (edge-api §7.1) that prints every call; bind a channel to http://<addr>/hook.")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, "[flags]", "Runs a loopback webhook target that prints every call ximd makes; bind channels to http://<listen>/hook.")
 	if err := parse(fs, args, stderr); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return errUsage
 	}
 	var ids atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -30,8 +30,28 @@ type Config struct {
 	Window        int           // finals in flight (sent, not yet acked)
 	PacedDuration time.Duration // length of each half-load phase
 	RawMessages   int           // messages of the raw JetStream baseline
-	Progress      io.Writer     // progress lines (nil: none)
+	Progress      io.Writer     // a line with each phase's result (nil: none)
+	// OnProgress, if set, is called as the run advances: once when a phase starts (Done 0) and
+	// after each item of it (publish, delta sent, final acked). It is called from the run's
+	// goroutine and must return quickly.
+	OnProgress func(Progress)
 }
+
+// Progress is how far a run is.
+type Progress struct {
+	Phase string // one of the Phase* names
+	Done  int    // items of the phase done so far
+	Total int    // items of the phase
+}
+
+// The phases of a run, in order.
+const (
+	PhaseRaw        = "raw publish"
+	PhaseDeltasMax  = "deltas at max"
+	PhaseFinalsMax  = "finals at max"
+	PhaseFinalsHalf = "finals at half load"
+	PhaseDeltasHalf = "deltas at half load"
+)
 
 // DefaultConfig is a run of a few seconds.
 func DefaultConfig() Config {
@@ -88,7 +108,8 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 		}
 		r.channels = append(r.channels, ch)
 	}
-	if rep.RawPublishPerSec, err = rawPublish(ctx, e.NATSURL, cfg.RawMessages, 200+cfg.DeltaBytes); err != nil {
+	r.phase = PhaseRaw
+	if rep.RawPublishPerSec, err = rawPublish(ctx, e.NATSURL, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
 		return rep, fmt.Errorf("raw baseline: %w", err)
 	}
 	r.progress("raw JetStream async publish: %.0f msg/s", rep.RawPublishPerSec)
@@ -99,12 +120,14 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	defer agent.Close()
 	r.agent = agent
 
+	r.phase = PhaseDeltasMax
 	n, d, err := r.deltas(ctx, 0, cfg.Messages)
 	if err != nil {
 		return rep, err
 	}
 	rep.DeltasPerSec = float64(n) / d.Seconds()
 	r.progress("deltas: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.DeltasPerSec)
+	r.phase = PhaseFinalsMax
 	n, d, _, err = r.finals(ctx, cfg.Finals, 0)
 	if err != nil {
 		return rep, err
@@ -114,6 +137,7 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 
 	half := rep.FinalsPerSec / 2
 	count := int(half * cfg.PacedDuration.Seconds())
+	r.phase = PhaseFinalsHalf
 	_, _, acks, err := r.finals(ctx, max(count, 100), half)
 	if err != nil {
 		return rep, err
@@ -124,6 +148,7 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	halfDeltas := rep.DeltasPerSec / 2
 	r.resetDisplay()
 	msgs := int(halfDeltas * cfg.PacedDuration.Seconds() / float64(cfg.Deltas*cfg.Channels))
+	r.phase = PhaseDeltasHalf
 	if _, _, err := r.deltas(ctx, halfDeltas, max(msgs, 1)); err != nil {
 		return rep, err
 	}
@@ -144,6 +169,7 @@ type runner struct {
 	agent    *testkit.Agent
 	channels []string
 	seq      int
+	phase    string // the phase under way, for OnProgress
 
 	mu         sync.Mutex
 	displays   map[string]*msgTrack // idempotency key -> deltas awaiting display
@@ -164,6 +190,13 @@ type msgTrack struct {
 func (r *runner) progress(format string, args ...any) {
 	if r.cfg.Progress != nil {
 		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// tick reports done of total items of the current phase.
+func (r *runner) tick(done, total int) {
+	if r.cfg.OnProgress != nil {
+		r.cfg.OnProgress(Progress{Phase: r.phase, Done: done, Total: total})
 	}
 }
 
@@ -232,6 +265,8 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 	pace := newPacer(rate)
 	start := time.Now()
 	n := 0
+	total := r.cfg.Deltas * len(msgs)
+	r.tick(0, total)
 	for seq := 1; seq <= r.cfg.Deltas; seq++ {
 		for _, x := range msgs {
 			pace.wait()
@@ -246,6 +281,7 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 				return n, 0, err
 			}
 			n++
+			r.tick(n, total)
 		}
 	}
 	select {
@@ -281,6 +317,7 @@ func (r *runner) finals(ctx context.Context, count int, rate float64) (int, time
 	inflight := 0
 	pace := newPacer(rate)
 	start := time.Now()
+	r.tick(0, count)
 	recv := func() error {
 		env, at, err := r.agent.NextAt(30 * time.Second)
 		if err != nil {
@@ -293,6 +330,7 @@ func (r *runner) finals(ctx context.Context, count int, rate float64) (int, time
 			lat = append(lat, at.Sub(t))
 			delete(sentAt, env.ReplyTo)
 			inflight--
+			r.tick(len(lat), count)
 		}
 		return nil
 	}
@@ -338,7 +376,8 @@ func (r *runner) drainAcks(pending map[string]bool, _ []time.Duration) error {
 }
 
 // rawPublish measures JetStream async publishes of size-byte payloads to a scratch file stream.
-func rawPublish(ctx context.Context, url string, n, size int) (float64, error) {
+// tick(done, n) is called after each publish.
+func rawPublish(ctx context.Context, url string, n, size int, tick func(done, total int)) (float64, error) {
 	nc, err := nats.Connect(url, nats.Name("ximctl-bench-raw"))
 	if err != nil {
 		return 0, err
@@ -355,11 +394,13 @@ func rawPublish(ctx context.Context, url string, n, size int) (float64, error) {
 	}
 	defer js.DeleteStream(context.Background(), name)
 	data := make([]byte, size)
+	tick(0, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if _, err := js.PublishAsync(fmt.Sprintf("bench.raw.%d", i%16), data); err != nil {
 			return 0, err
 		}
+		tick(i+1, n)
 	}
 	select {
 	case <-js.PublishAsyncComplete():

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/test/load"
+)
+
+// ximctl bench with stderr not a terminal: plain progress lines, one per phase at its end with
+// every item done, in the order of the run (and periodic ones for a long phase); no terminal
+// control characters; the report on stdout.
+func TestBench_ProgressLinesWhenNotATerminal(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCommand(t, "bench", "-channels", "2", "-messages", "2", "-deltas", "10",
+		"-finals", "200", "-delta-bytes", "8", "-window", "32", "-paced", "200ms", "-raw", "2000")
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s", code, errOut)
+	}
+	t.Logf("stderr:\n%s", errOut)
+	if strings.ContainsAny(errOut, "\r\033") {
+		t.Fatalf("terminal control characters in non-terminal progress: %q", errOut)
+	}
+	var ends []string
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		var done, total int
+		if !strings.HasPrefix(l, "bench: ") {
+			t.Fatalf("progress line %q", l)
+		}
+		phase, rest, ok := strings.Cut(strings.TrimPrefix(l, "bench: "), " done: ")
+		if !ok {
+			continue // a periodic line
+		}
+		if _, err := fmt.Sscanf(rest, "%d/%d in", &done, &total); err != nil || done != total || total == 0 {
+			t.Fatalf("phase end line %q: done %d of %d", l, done, total)
+		}
+		ends = append(ends, phase)
+	}
+	want := []string{load.PhaseRaw, load.PhaseDeltasMax, load.PhaseFinalsMax, load.PhaseFinalsHalf, load.PhaseDeltasHalf}
+	if strings.Join(ends, "|") != strings.Join(want, "|") {
+		t.Fatalf("phase end lines %q, want %q", ends, want)
+	}
+	if !strings.Contains(out, "raw JetStream async publish") || !strings.Contains(out, "finals end to end") {
+		t.Fatalf("no report on stdout:\n%s", out)
+	}
+}
+
+// On a terminal the bar is redrawn in place and cleared before a result line is written.
+func TestProgressView_TerminalBar(t *testing.T) {
+	var w bytes.Buffer // written under v.mu
+	v := &progressView{w: writerFunc(func(b []byte) (int, error) { return w.Write(b) }), tty: true, interval: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); v.run(ctx) }()
+	v.update(load.Progress{Phase: load.PhaseFinalsMax, Done: 50, Total: 200})
+	pollUntil(t, "a bar drawn", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return strings.Contains(w.String(), "\r\033[K"+load.PhaseFinalsMax)
+	})
+	var result bytes.Buffer
+	fmt.Fprintln(v.lines(&result), "finals: 200 in 1s")
+	cancel()
+	<-done
+	got := w.String()
+	if !strings.Contains(got, "[#######-----------------------]  25% 50/200") {
+		t.Fatalf("bar %q", got)
+	}
+	if !strings.HasSuffix(got, "\r\033[K") || result.String() != "finals: 200 in 1s\n" {
+		t.Fatalf("bar not cleared for the result line: %q / %q", got, result.String())
+	}
+}
