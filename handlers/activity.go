@@ -16,6 +16,11 @@ type ActivityConfig struct {
 	Timeout time.Duration
 	// CallTimeout bounds one target call.
 	CallTimeout time.Duration
+	// Leases, when set, records every shown status durably, and Run clears, at its timeout, a
+	// status whose worker died before clearing it (any worker does, once). nil: memory only.
+	Leases *ActivityLeases
+	// Resolve finds a channel's target for such a clear (Targets.Resolve). Required with Leases.
+	Resolve func(ctx context.Context, channel string) (Bound, error)
 }
 
 // Activity shows chat.activity on targets that can (P-ACT-4) and clears it on idle, the final,
@@ -149,6 +154,9 @@ func (a *Activity) send(channel string, s *activityState) {
 		want, shower, adapter := s.want, s.shower, s.bound.Adapter
 		a.mu.Unlock()
 
+		if want.Status != target.StatusIdle {
+			a.lease(channel, want) // before the call: a crash during it leaves the lease behind
+		}
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
 		start := time.Now()
 		err := shower.ShowActivity(ctx, want)
@@ -158,6 +166,8 @@ func (a *Activity) send(channel string, s *activityState) {
 			outcome = errorCode(err)
 			a.metrics.ActivityFails.Inc()
 			a.logger.Warn("activity_display_failed", "channel", channel, "stage", "activity", "status", want.Status, "err", err)
+		} else if want.Status == target.StatusIdle {
+			a.lease(channel, want)
 		}
 		a.metrics.TargetCalls.WithLabelValues(adapter, "activity", outcome).Observe(time.Since(start).Seconds())
 
@@ -167,17 +177,97 @@ func (a *Activity) send(channel string, s *activityState) {
 	}
 }
 
-// Close stops the stage and waits (bounded by ctx) for calls in flight.
+// lease records a status about to be shown, or forgets it once idle is shown (Leases).
+func (a *Activity) lease(channel string, shown target.Activity) {
+	if a.cfg.Leases == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.CallTimeout)
+	defer cancel()
+	var err error
+	if shown.Status == target.StatusIdle {
+		err = a.cfg.Leases.cleared(ctx, channel)
+	} else {
+		err = a.cfg.Leases.shown(ctx, channel, time.Now())
+	}
+	if err != nil {
+		a.logger.Warn("activity_lease_failed", "channel", channel, "stage", "activity", "err", err)
+	}
+}
+
+// Run clears, until ctx ends, the statuses other workers showed and left behind: every quarter
+// of the timeout it takes the leases older than the timeout (plus a quarter, so a live worker's
+// own timer goes first) of channels this worker shows nothing on, and shows idle there.
+func (a *Activity) Run(ctx context.Context) error {
+	if a.cfg.Leases == nil {
+		<-ctx.Done()
+		return nil
+	}
+	every := max(a.cfg.Timeout/4, time.Second)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		a.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (a *Activity) sweep(ctx context.Context) {
+	due, err := a.cfg.Leases.due(ctx, time.Now().Add(-a.cfg.Timeout-a.cfg.Timeout/4))
+	if err != nil && ctx.Err() == nil {
+		a.logger.Warn("activity_sweep_failed", "stage", "activity", "err", err)
+	}
+	for _, d := range due {
+		a.mu.Lock()
+		mine := a.state[d.channel] != nil
+		a.mu.Unlock()
+		if mine {
+			continue // this worker's timer clears it
+		}
+		if won, err := a.cfg.Leases.take(ctx, d); err != nil || !won {
+			continue
+		}
+		b, err := a.cfg.Resolve(ctx, d.channel)
+		if err != nil {
+			continue // closed: nothing to clear
+		}
+		shower, ok := b.Target.(target.ActivityShower)
+		if !ok {
+			continue
+		}
+		a.logger.Info("activity_cleared_left_behind", "channel", d.channel, "stage", "activity")
+		a.mu.Lock()
+		if a.state[d.channel] == nil {
+			s := &activityState{bound: b, shower: shower, sent: target.Activity{Status: "left_behind"}, want: target.Activity{Status: target.StatusIdle}}
+			a.state[d.channel] = s
+			a.kick(d.channel, s)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// Close drains the stage: it clears the statuses it shows (so a stopped worker leaves none
+// behind), waits (bounded by ctx) for the calls in flight, and stops.
 func (a *Activity) Close(ctx context.Context) error {
-	a.cancel()
 	a.mu.Lock()
-	for _, s := range a.state {
+	for ch, s := range a.state {
 		if s.timer != nil {
 			s.timer.Stop()
+			s.timer = nil
+		}
+		if s.want.Status != target.StatusIdle {
+			s.want = target.Activity{Status: target.StatusIdle}
+			a.kick(ch, s)
 		}
 	}
 	a.mu.Unlock()
-	return waitGroup(ctx, &a.wg)
+	err := waitGroup(ctx, &a.wg)
+	a.cancel()
+	return err
 }
 
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {

@@ -248,6 +248,13 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 // Finish ends a message's buffer at its final (P-STATE-5): it stops the display and waits for
 // a call in flight, so the message's record holds the final word on what the target shows.
 func (a *Assembler) Finish(ctx context.Context, channel, messageID string) error {
+	_, err := a.FinishHandle(ctx, channel, messageID)
+	return err
+}
+
+// FinishHandle is Finish that also returns the target message this worker created for the
+// message ("" when none).
+func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string) (string, error) {
 	k := bufKey{channel, messageID}
 	a.mu.Lock()
 	buf := a.buffers[k]
@@ -255,7 +262,7 @@ func (a *Assembler) Finish(ctx context.Context, channel, messageID string) error
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	a.mu.Unlock()
 	if buf == nil {
-		return nil
+		return "", nil
 	}
 	buf.mu.Lock()
 	done := buf.done
@@ -264,15 +271,16 @@ func (a *Assembler) Finish(ctx context.Context, channel, messageID string) error
 		buf.stop = nil
 	}
 	buf.mu.Unlock()
-	if done == nil {
-		return nil
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	return buf.targetID, nil
 }
 
 // kick starts the buffer's display loop unless one runs; buf.mu is held.
@@ -352,7 +360,10 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 		rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli()})
 		switch {
 		case errors.Is(err, errExists) && cur.State == StateDisplaying && cur.TargetMessageID != "":
-			id = cur.TargetMessageID // a restarted worker resumes editing the same message
+			// Shown by an earlier process, which may have shown more than this buffer holds
+			// (deltas sent again from sequence 1 after a restart): editing now could shrink
+			// the text. The final replaces it in full.
+			return "", errDisplayInDoubt
 		case errors.Is(err, errExists) && cur.State == StateDisplaying:
 			// An earlier create's outcome is unknown (crash between intent and handle):
 			// creating again could show the partial text twice.
@@ -369,6 +380,11 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 				return "", err
 			}
 			_, err = a.records.Update(ctx, buf.kv, Record{State: StateDisplaying, TargetMessageID: id, Worker: a.worker, At: time.Now().UnixMilli()}, rev)
+			if err != nil {
+				buf.mu.Lock()
+				buf.targetID = id // the message exists: the final must edit it, not create another
+				buf.mu.Unlock()
+			}
 			return id, err
 		}
 	}

@@ -29,12 +29,6 @@ type FileResolver interface {
 	Resolve(ctx context.Context, channel, fileRef string) (FileInfo, error)
 }
 
-// Reconciler is an optional target capability: after a crash left a final in doubt, it tells
-// whether the target already has the message created with idempotencyKey.
-type Reconciler interface {
-	Reconcile(ctx context.Context, idempotencyKey string) (targetMessageID string, found bool, err error)
-}
-
 // DeliverConfig configures the final delivery stage.
 type DeliverConfig struct {
 	// RetryBudget (XIM_TARGET_RETRY_BUDGET) is how long retryable target failures are retried
@@ -73,7 +67,9 @@ func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Asse
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100000
 	}
-	return &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, activity: act, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
+	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, activity: act, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
+	m.Completed.attach(d.done, rec)
+	return d
 }
 
 // Completed reports whether this worker knows the message as completed (deltas are then ignored).
@@ -107,7 +103,8 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
 	}
 	// Stop the streamed display first: from here on the record says what the target shows.
-	if err := d.assemble.Finish(ctx, b.Channel, msg.MessageID); err != nil {
+	shownID, err := d.assemble.FinishHandle(ctx, b.Channel, msg.MessageID)
+	if err != nil {
 		return profile.Ack{}, err
 	}
 	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
@@ -118,6 +115,18 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		p := cur
 		prev = &p
 		intent.TargetMessageID = cur.TargetMessageID
+		if intent.TargetMessageID == "" {
+			intent.TargetMessageID = shownID // created by this process, its handle not recorded
+		}
+		if intent.TargetMessageID == "" && cur.Worker != d.cfg.Worker {
+			// Another process began creating the streamed message and died before recording its
+			// handle: it may be shown. Never create it a second time; settle it like any
+			// interrupted final.
+			if rev, err = d.records.Update(ctx, key, intent, rev); err != nil {
+				return profile.Ack{}, err
+			}
+			return d.existing(ctx, in, msg, b, key, digest, intent, rev)
+		}
 		if rev, err = d.records.Update(ctx, key, intent, rev); err != nil {
 			return profile.Ack{}, err
 		}
@@ -177,22 +186,11 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		return answerDone(cur, in.PacketID, msg.MessageID, digest), nil
 	case StateDelivering:
 		// An earlier attempt died between intent and outcome (crash, kill -9): the target may or
-		// may not show the message. Ask it if it can tell; never send blindly (P-STATE-8).
-		if r, ok := b.Target.(Reconciler); ok {
-			id, found, err := r.Reconcile(ctx, idempotencyKey(b.Channel, msg.MessageID))
-			if err != nil {
-				return profile.Ack{}, fmt.Errorf("reconcile: %w", err)
-			}
-			if found {
-				done := Record{State: StateDone, Digest: digest, PacketID: cur.PacketID, TargetMessageID: id, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
-				d.complete(ctx, key, done, rev)
-				d.done.put(bufKey{b.Channel, msg.MessageID}, done)
-				return answerDone(done, in.PacketID, msg.MessageID, digest), nil
-			}
-			if err := d.records.Delete(ctx, key, rev); err != nil {
-				return profile.Ack{}, err
-			}
-			return d.deliver(ctx, in, msg, b)
+		// may not show the message. Never send blindly (P-STATE-8): ask the target if it can
+		// tell, or redo the final edit of a displayed message, which replaces the whole content
+		// and so shows the same thing however often it is applied.
+		if ack, ok, err := d.reconcile(ctx, in, msg, b, key, digest, cur, rev); ok || err != nil {
+			return ack, err
 		}
 		cur.State = StateUnknown
 		cur.At = time.Now().UnixMilli()
@@ -204,6 +202,58 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 	default: // StateUnknown
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeDeliveryOutcomeUnknown, "an earlier delivery of message %s was interrupted; it is not sent again", msg.MessageID)), nil
 	}
+}
+
+// reconcile settles an in-doubt final where that is safe: ok reports whether it did (ack is its
+// answer). A target that can tell (target.Reconciler) is asked: final shown → done; the message
+// exists → the final is applied by an edit; nothing shown → delivered afresh. Otherwise a final
+// whose message was displayed (the record holds its target id) on an editable target is applied
+// again by an edit. Anything else stays in doubt.
+func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64) (profile.Ack, bool, error) {
+	targetID, final := cur.TargetMessageID, false
+	if r, ok := b.Target.(target.Reconciler); ok {
+		id, isFinal, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
+		if err != nil {
+			return profile.Ack{}, false, fmt.Errorf("reconcile: %w", err)
+		}
+		if !found {
+			if err := d.records.Delete(ctx, key, rev); err != nil {
+				return profile.Ack{}, false, err
+			}
+			d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "not_shown")
+			ack, err := d.deliver(ctx, in, msg, b)
+			return ack, true, err
+		}
+		targetID, final = id, isFinal
+	}
+	if _, canEdit := b.Target.(target.Editor); !final && (targetID == "" || !canEdit) {
+		return profile.Ack{}, false, nil
+	}
+	if !final {
+		files, perr, err := d.resolveFiles(ctx, b.Channel, msg.Files)
+		if err != nil {
+			return profile.Ack{}, false, err
+		}
+		if perr != nil {
+			return profile.Ack{}, false, nil // the files are gone: the outcome stays unknown
+		}
+		if _, err := d.callTarget(ctx, b, targetID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)}); err != nil {
+			var pe *profile.Error
+			if !errors.As(err, &pe) {
+				pe = profile.Errorf(profile.CodeTargetUnavailable, "%v", err)
+			}
+			return profile.Rejected(msg.MessageID, pe), true, nil // still delivering: a retransmission tries again
+		}
+	}
+	done := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	d.complete(ctx, key, done, rev)
+	d.done.put(bufKey{b.Channel, msg.MessageID}, done)
+	outcome := "edited"
+	if final {
+		outcome = "shown"
+	}
+	d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", outcome)
+	return profile.Accepted(msg.MessageID), true, nil
 }
 
 // complete records the completed message_id; a failure is retried briefly and then only logged

@@ -1,6 +1,12 @@
 package handlers
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the worker stages' Prometheus metrics.
 type Metrics struct {
@@ -14,6 +20,9 @@ type Metrics struct {
 	Redeliveries  prometheus.Counter       // ximd_redeliveries_total
 	ActivityFails prometheus.Counter       // ximd_activity_failures_total
 	InboundAge    prometheus.Histogram     // ximd_inbound_age_seconds
+	// Completed reports the completed-ID stores' sizes at scrape time: ximd_completed_ids_cached,
+	// ximd_message_records, ximd_message_records_bytes (see completedCollector).
+	Completed *completedCollector
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -53,9 +62,77 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a gateway receiving a packet to a worker stage taking it (queueing in XIM_IN included).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		Completed: newCompletedCollector(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.InboundAge)
+		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.InboundAge, m.Completed)
 	}
 	return m
+}
+
+// completedCollector reports the size of the completed-ID stores when scraped: the worker's
+// in-memory cache (bounded by its capacity) and the KV bucket of message records (bounded by
+// XIM_COMPLETED_TTL and XIM_COMPLETED_MAX_BYTES). It reports nothing until a Deliverer is
+// attached, and no bucket figures when NATS does not answer within statusTimeout.
+type completedCollector struct {
+	cached, records, bytes *prometheus.Desc
+
+	mu    sync.Mutex
+	cache *doneCache
+	store *Records
+}
+
+const statusTimeout = time.Second
+
+func newCompletedCollector() *completedCollector {
+	return &completedCollector{
+		cached: prometheus.NewDesc("ximd_completed_ids_cached",
+			"Completed message_ids this worker keeps in memory (bounded; older ones are answered from KV xim_messages).", nil, nil),
+		records: prometheus.NewDesc("ximd_message_records",
+			"Records in KV xim_messages: completed message_ids plus messages being streamed or delivered.", nil, nil),
+		bytes: prometheus.NewDesc("ximd_message_records_bytes",
+			"Bytes of KV xim_messages (bounded by XIM_COMPLETED_MAX_BYTES).", nil, nil),
+	}
+}
+
+// attach makes the collector report cache and store.
+func (c *completedCollector) attach(cache *doneCache, store *Records) {
+	c.mu.Lock()
+	c.cache, c.store = cache, store
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *completedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.cached
+	ch <- c.records
+	ch <- c.bytes
+}
+
+// Collect implements prometheus.Collector.
+func (c *completedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	cache, store := c.cache, c.store
+	c.mu.Unlock()
+	if cache != nil {
+		ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(cache.len()))
+	}
+	if store == nil || store.kv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	st, err := store.kv.Status(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(st.Values()))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.Bytes()))
+}
+
+// len is the number of completed records the cache holds.
+func (c *doneCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }

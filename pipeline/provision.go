@@ -143,6 +143,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Bucket:      subjects.BucketActivity,
+		Description: "ximd statuses shown on targets (thinking, tool): any worker clears one whose worker died before its timeout",
+		History:     1,
+		TTL:         c.CompletedTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Bucket:      subjects.BucketConfig,
 		Description: "ximd cluster-wide settings (file link signing key)",
 		History:     1,
@@ -227,7 +234,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

@@ -27,6 +27,9 @@ type ServerConfig struct {
 	MaxPayload int32
 	// SyncInterval is how often JetStream fsyncs (0: the server default of 2 minutes; see README).
 	SyncInterval time.Duration
+	// SyncAlways makes JetStream fsync every write before acknowledging it (SyncInterval is then
+	// ignored).
+	SyncAlways bool
 }
 
 func (c *ServerConfig) defaults() {
@@ -74,6 +77,7 @@ func StartServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 		StoreDir:     filepath.Join(cfg.DataDir, "jetstream"),
 		MaxPayload:   cfg.MaxPayload,
 		SyncInterval: cfg.SyncInterval,
+		SyncAlways:   cfg.SyncAlways,
 		NoSigs:       true,
 	}
 	ns, err := server.NewServer(opts)

@@ -21,6 +21,7 @@ const (
 	BucketMessages = "xim_messages"
 	BucketOutbox   = "xim_outbox"
 	BucketConfig   = "xim_config"
+	BucketActivity = "xim_activity"
 	BucketFiles    = "xim_files"
 
 	inRoot     = "xim.in"

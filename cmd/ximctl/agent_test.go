@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -250,12 +249,14 @@ func wantActivity(t *testing.T, env profile.Envelope, status, tool string) {
 	}
 }
 
-// answer reads the deltas and the final that follow the activity, checks sequence 1..n, one
+// answer reads the idle activity, the deltas and the final that follow the activity, checks sequence 1..n, one
 // message_id, and that the deltas concatenate to the final's text; it returns the final.
 func answer(t *testing.T, c *edgeConn) (profile.Envelope, profile.Message, int) {
 	t.Helper()
 	var text strings.Builder
 	n := 0
+	// The status is cleared before the text streams: thinking (-> tool) -> idle.
+	wantActivity(t, c.next(t), profile.ActivityIdle, "")
 	for {
 		env := c.next(t)
 		if env.ChannelID != testChannel {
@@ -565,50 +566,5 @@ func TestAgentFlags(t *testing.T) {
 				t.Fatalf("runAgent(%q) = %v, want %v", tt.args, err, tt.wantErr)
 			}
 		})
-	}
-}
-
-func TestChunks(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		text string
-		n    int
-		want []string
-	}{
-		{name: "one word each", text: "a bb ccc", n: 1, want: []string{"a ", "bb ", "ccc"}},
-		{name: "two words each", text: "a bb ccc", n: 2, want: []string{"a bb ", "ccc"}},
-		{name: "leading, trailing and repeated space", text: "  a\n\nb  ", n: 1, want: []string{"  a\n\n", "b  "}},
-		{name: "only space", text: "   ", n: 1, want: []string{"   "}},
-		{name: "empty", text: "", n: 1, want: nil},
-		{name: "unicode", text: "héllo wörld", n: 1, want: []string{"héllo ", "wörld"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := chunks(tt.text, tt.n)
-			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
-				t.Fatalf("chunks(%q, %d) = %q, want %q", tt.text, tt.n, got, tt.want)
-			}
-			if strings.Join(got, "") != tt.text {
-				t.Fatalf("pieces do not concatenate to the text")
-			}
-		})
-	}
-}
-
-func TestFIFOMapForgetsOldest(t *testing.T) {
-	t.Parallel()
-	f := newFIFOMap[int](2)
-	f.put("a", 1)
-	f.put("b", 2)
-	f.put("a", 3) // an update keeps its place
-	f.put("c", 4) // forgets a, the oldest
-	for k, want := range map[string]bool{"a": false, "b": true, "c": true} {
-		if _, ok := f.get(k); ok != want {
-			t.Errorf("get(%q) present = %v, want %v", k, ok, want)
-		}
-	}
-	if len(f.m) != 2 {
-		t.Errorf("holds %d keys, want 2", len(f.m))
 	}
 }

@@ -5,11 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
+	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/load"
 	"github.com/ximd/ximd/test/testkit"
 )
@@ -28,6 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	partitions := fs.Int("partitions", node.Defaults().Store.Partitions, "XIM_PARTITIONS of the node under test")
 	editInterval := fs.Duration("edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
 	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
+	workers := fs.Int("workers", 0, "0: one all-in-one node; N: a NATS server, a gateway and N workers (in this process), sharing the partitions")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
 	noProgress := fs.Bool("no-progress", false, "no progress on stderr")
 	setUsage(fs, stderr, "[flags]", "Load tool: drives deltas and finals through an in-process ximd; progress on stderr, figures on stdout.")
@@ -59,15 +67,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir, Mutate: func(c *node.Config) {
+	mutate := func(c *node.Config) {
 		c.Store.Partitions = *partitions
 		c.EditInterval = *editInterval
-	}})
+	}
+	n, natsURL, stop, err := startBenchNodes(ctx, dir, *workers, mutate)
 	if err != nil {
 		return err
 	}
-	defer n.Stop()
-	fmt.Fprintf(stdout, "node: %d partitions, edit interval %s, data %s\n", *partitions, *editInterval, dir)
+	defer stop()
+	fmt.Fprintf(stdout, "node: %s, %d partitions, edit interval %s, data %s\n", topology(*workers), *partitions, *editInterval, dir)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -80,11 +89,99 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	rep, err := load.Run(ctx, cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+	rep, err := load.Run(ctx, cfg, load.Env{Node: n, NATSURL: natsURL})
 	stopProgress()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%s(%d deltas, %d finals in %s)\n", rep, rep.Deltas, rep.Finals, time.Since(start).Round(time.Second))
 	return nil
+}
+
+func topology(workers int) string {
+	if workers == 0 {
+		return "all-in-one"
+	}
+	return fmt.Sprintf("gateway + %d workers", workers)
+}
+
+// startBenchNodes starts the ximd under test: one all-in-one node, or a NATS server, a gateway
+// and the given number of workers, once the workers share the partitions. It returns the node
+// whose edge the load drives, the NATS URL and a function that stops everything.
+func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*node.Config)) (*testkit.Node, string, func(), error) {
+	if workers == 0 {
+		n, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir, Mutate: mutate})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return n, n.NATSURL(), func() { _ = n.Stop() }, nil
+	}
+	srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: filepath.Join(dir, "nats"), Port: -1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var nodes []*testkit.Node
+	stop := func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			_ = nodes[i].Stop()
+		}
+		srv.Shutdown()
+	}
+	start := func(role node.Role, i int) (*testkit.Node, error) {
+		n, err := testkit.StartNode(testkit.NodeOptions{DataDir: filepath.Join(dir, fmt.Sprintf("%s-%d", role, i)), Mutate: func(c *node.Config) {
+			mutate(c)
+			c.Role, c.NATSURL = role, srv.ClientURL()
+		}})
+		if err == nil {
+			nodes = append(nodes, n)
+		}
+		return n, err
+	}
+	gw, err := start(node.RoleGateway, 0)
+	for i := 0; err == nil && i < workers; i++ {
+		_, err = start(node.RoleWorker, i)
+	}
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	// Settled: every worker hears the others, and every partition has only its owner's pull
+	// waiting (the pulls a worker made while it still served every partition have expired), so
+	// no partition moves while the load runs.
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	settled := func() bool {
+		for _, w := range nodes[1:] {
+			if testkit.GaugeValue(w.Metrics(), "ximd_workers_live") != float64(workers) {
+				return false
+			}
+		}
+		st, err := js.Stream(ctx, subjects.StreamIn)
+		if err != nil {
+			return false
+		}
+		lister := st.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			if ci.NumWaiting > 1 {
+				return false
+			}
+		}
+		return lister.Err() == nil
+	}
+	for deadline := time.Now().Add(15 * time.Second); !settled(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nil, "", nil, fmt.Errorf("the %d workers did not share the partitions within 15s", workers)
+		}
+	}
+	return gw, srv.ClientURL(), stop, nil
 }

@@ -19,10 +19,16 @@ import (
 )
 
 const usage = `usage: ximd [all|gateway|worker]
+       ximd --demo
 
   all      one complete node: embedded NATS (unless XIM_NATS_URL is set), HTTP edge, workers (default)
   gateway  the HTTP/WebSocket edge only, against XIM_NATS_URL
   worker   the pipeline consumers only, against XIM_NATS_URL
+  healthcheck [live]
+           exit 0 if the ximd on XIM_HTTP_ADDR is ready (GET /readyz; "live": /healthz);
+           the container healthcheck
+  --demo   one complete node plus a webchat channel "demo" answered by a built-in demo agent
+           over the real /v1/ws edge; prints the page URL to open (docs/webchat.md)
 
 Configuration is by XIM_* environment variables; see README.md.
 `
@@ -31,10 +37,16 @@ func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	role := node.RoleAll
+	demo := len(args) > 0 && (args[0] == "--demo" || args[0] == "-demo")
+	if demo {
+		args = args[1:]
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "all", "gateway", "worker":
 			role = node.Role(args[0])
+		case "healthcheck":
+			return runHealthcheck(args[1:], getenv, stderr)
 		case "-h", "--help", "help":
 			fmt.Fprint(stderr, usage)
 			return 0
@@ -42,6 +54,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ximd: unknown command %q\n\n%s", args[0], usage)
 			return 2
 		}
+	}
+	if demo && role != node.RoleAll {
+		fmt.Fprintf(stderr, "ximd: --demo runs one complete node; it takes no role\n\n%s", usage)
+		return 2
 	}
 	cfg, err := node.FromEnv(role, getenv)
 	if err != nil {
@@ -56,6 +72,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if demo {
+		return runDemo(ctx, n, getenv("XIM_PUBLIC_URL"), logger)
+	}
 	if err := n.Run(ctx); err != nil {
 		logger.Error("ximd_failed", "err", err)
 		return 1

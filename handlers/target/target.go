@@ -110,6 +110,18 @@ type ActivityShower interface {
 	ShowActivity(ctx context.Context, a Activity) error
 }
 
+// Reconciler is optional: the target can tell whether a message with this idempotency key
+// ([Message.IdempotencyKey]) exists and whether its final content was applied. A caller that
+// does not know the outcome of an earlier Send or final Edit (a crash between the call and
+// recording its result) asks it instead of giving up: found && final means the final is shown
+// and must not be sent again; found && !final means the message exists under targetMessageID
+// (a streamed part, or a Send whose outcome was lost) and the final can be applied with
+// [Editor.Edit]; !found means nothing was shown and Send may run. It reads the target's own
+// state, so its answer holds across ximd restarts for as long as the target keeps the message.
+type Reconciler interface {
+	Lookup(ctx context.Context, idempotencyKey string) (targetMessageID string, final bool, found bool, err error)
+}
+
 // Target is one bound target instance: one channel's binding. It is safe
 // for concurrent use. It implements [Editor] exactly when
 // Capabilities().Streaming is [StreamingEdit], and [ActivityShower]

@@ -324,7 +324,7 @@ func (sb *subscription) emit(h *held) {
 		wm.Metadata[k] = v
 	}
 	wm.Metadata[MetaNumDelivered] = strconv.FormatUint(sb.numDelivered(h), 10)
-	ctx, cancel := context.WithCancel(sb.ctx)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(sb.ctx))
 	wm.SetContext(ctx)
 	h.wm, h.cancel = wm, cancel
 }

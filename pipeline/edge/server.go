@@ -31,7 +31,14 @@ type Config struct {
 	Token string
 	// Version is reported in the Card.
 	Version string
+	// MaxInboundRequests (XIM_MAX_INBOUND_REQUESTS) bounds the requests served at once on the
+	// target inbound route, which needs no bearer token and may download files for a while; past
+	// it: 503 {"code":"unavailable"} with Retry-After. 0: DefaultMaxInboundRequests.
+	MaxInboundRequests int
 }
+
+// DefaultMaxInboundRequests is Config.MaxInboundRequests when unset.
+const DefaultMaxInboundRequests = 256
 
 // Edge is the HTTP handler of a gateway.
 type Edge struct {
@@ -77,6 +84,11 @@ type Parts struct {
 	Gatherer prometheus.Gatherer
 	// Ready reports whether NATS and every stream, bucket and consumer is there.
 	Ready func(ctx context.Context) error
+
+	// Webchat is optional: /webchat/... (the webchat pages; their own per-channel secret, no
+	// bearer token), and WebchatLink GET /v1/channels/{id}/webchat (behind the bearer token).
+	Webchat     http.Handler
+	WebchatLink http.Handler
 }
 
 // New builds the edge's routes.
@@ -99,12 +111,38 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 	p.Channels.register(e.mux, e.auth)
 	e.mux.Handle("/files/", p.Files) // the files handler checks the token or a signed link itself
 	if p.Inbound != nil {
-		e.mux.Handle("/v1/targets/", p.Inbound)
+		// Only the inbound route goes without the token; the rest of /v1/targets/ is /v1/.
+		max := cfg.MaxInboundRequests
+		if max <= 0 {
+			max = DefaultMaxInboundRequests
+		}
+		e.mux.Handle("POST /v1/targets/webhook/{channel}/messages", limit(max, p.Inbound))
+	}
+	if p.Webchat != nil {
+		e.mux.Handle("/webchat/", p.Webchat)
+	}
+	if p.WebchatLink != nil {
+		e.mux.Handle("GET /v1/channels/{id}/webchat", e.auth(p.WebchatLink))
 	}
 	e.mux.Handle("/v1/", e.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})))
 	return e, nil
+}
+
+// limit serves at most max requests at once through next and refuses the others at once.
+func limit(max int, next http.Handler) http.Handler {
+	sem := make(chan struct{}, max)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			WriteError(w, profile.Errorf(profile.CodeUnavailable, "too many requests in progress (XIM_MAX_INBOUND_REQUESTS=%d)", max))
+		}
+	})
 }
 
 // ServeHTTP serves the edge.

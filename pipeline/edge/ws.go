@@ -25,6 +25,11 @@ import (
 // Subprotocol is the WebSocket subprotocol of the packet stream (edge-api §5).
 const Subprotocol = "xagent.connector.packet.v1"
 
+// DefaultMaxConnections is GatewayConfig.MaxConnections when unset: far more than the few
+// connections xAgent holds for availability, few enough that a reconnect loop gone wrong cannot
+// exhaust the process (each connection holds two goroutines and a 4096-packet send queue).
+const DefaultMaxConnections = 1024
+
 // GatewayConfig configures the WebSocket packet gateway.
 type GatewayConfig struct {
 	// ID names this gateway instance (a subject token); replies for its connections arrive on
@@ -40,6 +45,9 @@ type GatewayConfig struct {
 	SendQueue int
 	// WriteTimeout closes a connection that does not take a packet within it (slow reader).
 	WriteTimeout time.Duration
+	// MaxConnections (XIM_MAX_CONNECTIONS) bounds the live connections of this gateway; an upgrade
+	// past it is refused 503 {"code":"unavailable"} with Retry-After, before any state is made.
+	MaxConnections int
 }
 
 // Gateway terminates xAgent WebSocket connections: it checks each frame in the order of
@@ -58,6 +66,7 @@ type Gateway struct {
 	conns   map[string]*wsConn
 	order   []string
 	seq     atomic.Uint64
+	active  atomic.Int64 // upgrades admitted and not yet ended (bounded by MaxConnections)
 	sub     *nats.Subscription
 	sendSub *nats.Subscription // on subjects.GatewaySend while a connection is live
 	wg      sync.WaitGroup
@@ -69,6 +78,7 @@ type gatewayMetrics struct {
 	conns     prometheus.Gauge
 	replies   *prometheus.CounterVec
 	published prometheus.Counter
+	refused   prometheus.Counter
 }
 
 func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
@@ -88,9 +98,12 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ximd_gateway_packets_stored_total", Help: "Packets made durable in XIM_IN.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ximd_gateway_connections_refused_total", Help: "WebSocket upgrades refused because XIM_MAX_CONNECTIONS connections were live.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.frames, m.dropped, m.conns, m.replies, m.published)
+		reg.MustRegister(m.frames, m.dropped, m.conns, m.replies, m.published, m.refused)
 	}
 	return m
 }
@@ -109,6 +122,9 @@ func NewGateway(cfg GatewayConfig, nc *nats.Conn, cat *profile.Catalog, isOpen f
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
 	}
 	g := &Gateway{cfg: cfg, nc: nc, catalog: cat, isOpen: isOpen, metrics: newGatewayMetrics(reg), logger: logger, conns: map[string]*wsConn{}}
 	js, err := jetstream.New(nc,
@@ -175,6 +191,14 @@ func (c *wsConn) close(code websocket.StatusCode, reason string) {
 
 // ServeHTTP upgrades GET /v1/ws (the caller has checked the bearer token).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.active.Add(1) > int64(g.cfg.MaxConnections) {
+		g.active.Add(-1)
+		g.metrics.refused.Inc()
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "too many connections (XIM_MAX_CONNECTIONS=%d)", g.cfg.MaxConnections))
+		return
+	}
+	defer g.active.Add(-1)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}, InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept wrote the HTTP error

@@ -39,6 +39,7 @@ type Config struct {
 	NATSPort        int           // XIM_NATS_PORT (embedded server client port)
 	NATSMonitorPort int           // XIM_NATS_MONITOR_PORT (embedded server monitoring port)
 	NATSSync        time.Duration // XIM_NATS_SYNC_INTERVAL (embedded server fsync interval)
+	NATSSyncAlways  bool          // XIM_NATS_SYNC_INTERVAL=always: fsync every write before acknowledging it
 
 	EditInterval      time.Duration // XIM_EDIT_INTERVAL
 	ActivityTimeout   time.Duration // XIM_ACTIVITY_TIMEOUT
@@ -55,6 +56,8 @@ type Config struct {
 	DownloadTimeout   time.Duration // XIM_FILE_DOWNLOAD_TIMEOUT
 	AckTimeout        time.Duration // XIM_ACK_TIMEOUT
 	OutboundBackoff   time.Duration // XIM_OUTBOUND_BACKOFF_MAX
+	MaxConnections    int           // XIM_MAX_CONNECTIONS: live WebSocket connections of one gateway
+	MaxInbound        int           // XIM_MAX_INBOUND_REQUESTS: requests at once on the target inbound route
 
 	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES, XIM_OUTBOUND_MAX_AGE
 }
@@ -84,6 +87,8 @@ func Defaults() Config {
 		DownloadTimeout:   30 * time.Second,
 		AckTimeout:        10 * time.Second,
 		OutboundBackoff:   5 * time.Minute,
+		MaxConnections:    1024,
+		MaxInbound:        256,
 		Store:             pipeline.DefaultStoreConfig(),
 	}
 }
@@ -144,7 +149,11 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	}
 	port("XIM_NATS_PORT", &c.NATSPort)
 	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort)
-	dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
+	if strings.TrimSpace(getenv("XIM_NATS_SYNC_INTERVAL")) == "always" {
+		c.NATSSyncAlways = true
+	} else {
+		dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
+	}
 	dur("XIM_EDIT_INTERVAL", &c.EditInterval)
 	dur("XIM_ACTIVITY_TIMEOUT", &c.ActivityTimeout)
 	dur("XIM_DELTA_TTL", &c.DeltaTTL)
@@ -160,6 +169,8 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
 	dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
 	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
+	num("XIM_MAX_CONNECTIONS", &c.MaxConnections)
+	num("XIM_MAX_INBOUND_REQUESTS", &c.MaxInbound)
 	dur("XIM_OUTBOUND_MAX_AGE", &c.Store.OutboundMaxAge)
 	num("XIM_PARTITIONS", &c.Store.Partitions)
 	num("XIM_REPLICAS", &c.Store.Replicas)
@@ -212,6 +223,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckTimeout < 100*time.Millisecond || c.OutboundBackoff < c.AckTimeout {
 		errs = append(errs, errors.New("XIM_ACK_TIMEOUT must be at least 100ms and XIM_OUTBOUND_BACKOFF_MAX at least XIM_ACK_TIMEOUT"))
+	}
+	if c.MaxConnections <= 0 || c.MaxInbound <= 0 {
+		errs = append(errs, errors.New("XIM_MAX_CONNECTIONS and XIM_MAX_INBOUND_REQUESTS must be > 0"))
 	}
 	if c.MaxFileBytes <= 0 || c.MaxDeltaBuffers <= 0 || c.MaxDeltaBytes <= 0 {
 		errs = append(errs, errors.New("XIM_MAX_FILE_BYTES, XIM_MAX_DELTA_BUFFERS and XIM_MAX_DELTA_BYTES must be > 0"))

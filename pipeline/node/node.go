@@ -24,6 +24,7 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/bus"
@@ -95,7 +96,7 @@ func (n *Node) Run(ctx context.Context) error {
 	var err error
 	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
 	if n.cfg.NATSURL == "" {
-		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort, SyncInterval: n.cfg.NATSSync}, n.logger)
+		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort, SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways}, n.logger)
 		if err != nil {
 			return err
 		}
@@ -140,7 +141,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	hook := webhook.New(webhook.Options{Logger: n.logger})
-	adapters := target.NewRegistry(hook)
+	chat, err := n.openWebchat(js, reg)
+	if err != nil {
+		return err
+	}
+	adapters := target.NewRegistry(hook, chat)
 	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
 	if err != nil {
 		return err
@@ -189,6 +194,9 @@ func (n *Node) provision(ctx context.Context, js jetstream.JetStream) error {
 		if err == nil {
 			err = files.Provision(actx, js, n.fileConfig())
 		}
+		if err == nil {
+			err = n.provisionWebchat(actx, js)
+		}
 		acancel()
 		if err == nil {
 			return nil
@@ -233,14 +241,24 @@ func (n *Node) files(ctx context.Context, js jetstream.JetStream) (*files.Store,
 
 func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
 	m := handlers.NewMetrics(n.reg)
+	n.reg.MustRegister(pipeline.NewStreamCollector(js)) // consumer lag, pending user messages
 	log := n.logger.With("role", "worker")
 	replies := handlers.NewReplier(nc, m, log)
-	activity := handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout}, m, log)
+	// The records name the process that wrote them: an instance name may be reused by the next
+	// process (XIM_INSTANCE), and a record of an earlier process is one whose outcome it took along.
+	process := n.cfg.Instance + "/" + randomHex(4)
+	leases, err := handlers.OpenActivityLeases(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	targets := handlers.NewTargets(webchat.WithChannelIDs(reg), adapters)
+	activity := handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout,
+		Leases: leases, Resolve: targets.Resolve}, m, log)
 	asm := handlers.NewAssembler(handlers.AssembleConfig{TTL: n.cfg.DeltaTTL, MaxBuffers: n.cfg.MaxDeltaBuffers, MaxBytes: n.cfg.MaxDeltaBytes,
-		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance}, records, activity, m, log)
-	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: n.cfg.Instance},
+		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: process}, records, activity, m, log)
+	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process},
 		records, fileResolver{fs}, asm, activity, replies, m, log)
-	stages := handlers.NewStages(profile.Default(), handlers.NewTargets(reg, adapters), asm, del, activity, outbox, replies, m, log)
+	stages := handlers.NewStages(profile.Default(), targets, asm, del, activity, outbox, replies, m, log)
 	reg.OnChange(func(id string, open bool) {
 		if !open {
 			stages.ChannelClosed(id)
@@ -297,8 +315,9 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		}
 	}()
 	actx, stopAsm := context.WithCancel(context.Background())
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); _ = asm.Run(actx) }()
+	go func() { defer wg.Done(); _ = activity.Run(actx) }()
 	go func() {
 		defer wg.Done()
 		if err := outbox.Run(actx); err != nil {
@@ -369,6 +388,10 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs}
 	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout}, nil)
 	inbound := edge.NewInbound(edge.InboundConfig{MaxBodyBytes: n.cfg.MaxPacketBytes}, reg, hook, profile.Default(), fs, fetcher, outbox, n.reg, log)
+	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)
+	if err != nil {
+		return nil, err
+	}
 	var e *edge.Edge
 	e, err = edge.New(edge.Config{Token: token, Version: Version}, edge.Parts{
 		Gateway:  gw,
@@ -377,6 +400,9 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		Inbound:  inbound,
 		Gatherer: n.reg,
 		Ready:    n.readiness(nc, js),
+
+		Webchat:     chatPage,
+		WebchatLink: chatLink,
 	}, log)
 	if err != nil {
 		return nil, err
@@ -386,6 +412,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	return func(dctx context.Context) {
+		chatPage.Close() // ends the webchat event streams, which Shutdown would wait for
 		stop(dctx)
 		gw.Close()
 		if err := gw.Flush(dctx); err != nil {
@@ -400,7 +427,10 @@ func (n *Node) readiness(nc *nats.Conn, js jetstream.JetStream) func(ctx context
 		if !nc.IsConnected() {
 			return errors.New("nats not connected")
 		}
-		return pipeline.Ready(ctx, js, n.cfg.Store)
+		if err := pipeline.Ready(ctx, js, n.cfg.Store); err != nil {
+			return err
+		}
+		return webchatReady(ctx, js)
 	}
 }
 

@@ -1,0 +1,90 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/handlers"
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// interrupt makes the message's record what a worker killed between the final's intent and its
+// outcome leaves behind: state delivering (keeping the displayed message's target id).
+func interrupt(t *testing.T, e *env, messageID string, text string, displayed bool) {
+	t.Helper()
+	nc, err := nats.Connect(e.node.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, subjects.BucketMessages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := subjects.MessageKey(e.channel, messageID)
+	rec := handlers.Record{State: handlers.StateDelivering, Digest: profile.Message{MessageID: messageID, Text: text}.Digest(), PacketID: "pkt_dead"}
+	if displayed { // the display handle is written once the target answered the streamed part
+		poll(t, "the displayed message's record", func() bool {
+			entry, err := kv.Get(ctx, key)
+			var cur handlers.Record
+			if err == nil && json.Unmarshal(entry.Value(), &cur) == nil {
+				rec.TargetMessageID = cur.TargetMessageID
+			}
+			return rec.TargetMessageID != ""
+		})
+	}
+	b, _ := json.Marshal(rec)
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// P-STATE-8: a final interrupted after its message was displayed on an edit target is settled by
+// applying the final edit again: an edit replaces the whole content, so the message is shown
+// once, in full, and the retransmission is accepted.
+func TestInDoubt_DisplayedMessageIsCompletedByItsEdit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "edit"})
+	e.send(profile.TypeDelta, delta("m_doubt", 1, "Hello"))
+	e.waitCalls("the streamed part", func(calls []testkit.Call) bool { return len(calls) == 1 })
+	interrupt(t, e, "m_doubt", "Hello world", true)
+	_, ack := e.final(msg("m_doubt", "Hello world"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	calls := e.target.MessageCalls()
+	if len(calls) != 2 || calls[0].Method != http.MethodPost || calls[1].Method != http.MethodPatch || !calls[1].Final() || calls[1].Text() != "Hello world" {
+		t.Fatalf("want the POST of the part and one final PATCH, got %s", dump(calls))
+	}
+	_, ack = e.final(msg("m_doubt", "Hello world"))
+	wantAck(t, ack, profile.AckDuplicate, "")
+	if n := len(e.target.MessageCalls()); n != 2 {
+		t.Fatalf("the duplicate touched the target: %d calls", n)
+	}
+}
+
+// P-STATE-8, P-ACK-3: a direct final interrupted between intent and outcome, on a target that
+// cannot tell whether it has the message, is never sent again: rejected delivery_outcome_unknown,
+// retryable false, now and on every retransmission.
+func TestInDoubt_UndisplayedFinalIsNeverSentBlindly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none"})
+	interrupt(t, e, "m_blind", "once", false)
+	for i := 0; i < 2; i++ {
+		_, ack := e.final(msg("m_blind", "once"))
+		wantAck(t, ack, profile.AckRejected, profile.CodeDeliveryOutcomeUnknown)
+		if retryable(ack) {
+			t.Fatal("delivery_outcome_unknown must not be retryable")
+		}
+	}
+	if calls := e.target.MessageCalls(); len(calls) != 0 {
+		t.Fatalf("an in-doubt final was sent: %s", dump(calls))
+	}
+}
