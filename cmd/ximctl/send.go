@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ximd/ximd/pipeline/xagent"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,11 +35,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if *messageID == "" {
-		*messageID = testkit.NewID("msg")
+		*messageID = xagent.NewID("msg")
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	a, err := testkit.Dial(dctx, cf.addr, cf.token)
+	a, err := xagent.Dial(dctx, cf.addr, cf.token)
 	if err != nil {
 		return fmt.Errorf("connect ws://%s/v1/ws: %w", cf.addr, err)
 	}

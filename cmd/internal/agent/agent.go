@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ximd/ximd/pipeline/xagent"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // Bounds of the agent's state and timing that are not flags.
@@ -139,7 +139,7 @@ func (r *Runner) Run(ctx context.Context) {
 	connected := false
 	for {
 		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		a, err := testkit.Dial(dctx, r.cfg.Addr, r.cfg.Token)
+		a, err := xagent.Dial(dctx, r.cfg.Addr, r.cfg.Token)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -168,7 +168,7 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 // serve runs the dispatcher on a until the connection ends or ctx does.
-func (r *Runner) serve(ctx context.Context, a *testkit.Agent) error {
+func (r *Runner) serve(ctx context.Context, a *xagent.Client) error {
 	r.conn.set(a)
 	defer r.conn.set(nil)
 	// Closing a on ctx's end wakes Next below; serve returns only after a is closed.
@@ -198,7 +198,7 @@ func (r *Runner) serve(ctx context.Context, a *testkit.Agent) error {
 
 // dispatch handles one received packet: user messages are acked here and answered by a new
 // goroutine; acks and errors replying to a sent final go to the goroutine waiting for them.
-func (r *Runner) dispatch(ctx context.Context, a *testkit.Agent, env profile.Envelope) {
+func (r *Runner) dispatch(ctx context.Context, a *xagent.Client, env profile.Envelope) {
 	r.out.packet("<-", env)
 	switch env.Type {
 	case profile.TypeMessage:
@@ -221,9 +221,9 @@ func (r *Runner) dispatch(ctx context.Context, a *testkit.Agent, env profile.Env
 }
 
 // userMessage acks a Connector -> xAgent chat.message and starts its answer.
-func (r *Runner) userMessage(ctx context.Context, a *testkit.Agent, env profile.Envelope) {
+func (r *Runner) userMessage(ctx context.Context, a *xagent.Client, env profile.Envelope) {
 	ack := func(ack profile.Ack) {
-		err := r.sendPacket(ctx, a, testkit.NewID("pkt"), env.ChannelID, profile.TypeAck, env.PacketID, ack)
+		err := r.sendPacket(ctx, a, xagent.NewID("pkt"), env.ChannelID, profile.TypeAck, env.PacketID, ack)
 		if err != nil && ctx.Err() == nil {
 			r.out.errorf("ack %s on %s: %v", ack.MessageID, env.ChannelID, err)
 		}
@@ -268,7 +268,7 @@ func (r *Runner) userMessage(ctx context.Context, a *testkit.Agent, env profile.
 // answer streams the assistant's answer to msg on channel and delivers its final.
 func (r *Runner) answer(ctx context.Context, channel string, msg profile.Message) {
 	defer r.wg.Done()
-	id := testkit.NewID("asst")
+	id := xagent.NewID("asst")
 	// A failed activity never affects the message (P-ACT-6).
 	r.sendBestEffort(ctx, channel, profile.TypeActivity, profile.Activity{Status: profile.ActivityThinking})
 	if !sleepCtx(ctx, r.cfg.Think) {
@@ -316,7 +316,7 @@ func (r *Runner) deliver(ctx context.Context, channel string, final profile.Mess
 	defer func() { r.forget(sent) }()
 	backoff := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		pid := testkit.NewID("pkt")
+		pid := xagent.NewID("pkt")
 		r.expect(pid, outcomes)
 		sent = append(sent, pid)
 		a, err := r.conn.get(ctx)
@@ -455,7 +455,7 @@ func (r *Runner) forget(pids []string) {
 func (r *Runner) sendBestEffort(ctx context.Context, channel, typ string, payload any) bool {
 	a, err := r.conn.get(ctx)
 	if err == nil {
-		err = r.sendPacket(ctx, a, testkit.NewID("pkt"), channel, typ, "", payload)
+		err = r.sendPacket(ctx, a, xagent.NewID("pkt"), channel, typ, "", payload)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -467,7 +467,7 @@ func (r *Runner) sendBestEffort(ctx context.Context, channel, typ string, payloa
 }
 
 // sendPacket prints and writes one packet on a.
-func (r *Runner) sendPacket(ctx context.Context, a *testkit.Agent, pid, channel, typ, replyTo string, payload any) error {
+func (r *Runner) sendPacket(ctx context.Context, a *xagent.Client, pid, channel, typ, replyTo string, payload any) error {
 	p, err := json.Marshal(payload)
 	if err != nil {
 		return err
@@ -538,11 +538,11 @@ func chunks(text string, n int) []string {
 // connHolder is the current connection, nil while disconnected.
 type connHolder struct {
 	mu    sync.Mutex
-	a     *testkit.Agent
+	a     *xagent.Client
 	ready chan struct{} // closed while a is set
 }
 
-func (h *connHolder) set(a *testkit.Agent) {
+func (h *connHolder) set(a *xagent.Client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -555,7 +555,7 @@ func (h *connHolder) set(a *testkit.Agent) {
 }
 
 // get returns the current connection, waiting for one; it fails only when ctx ends.
-func (h *connHolder) get(ctx context.Context) (*testkit.Agent, error) {
+func (h *connHolder) get(ctx context.Context) (*xagent.Client, error) {
 	for {
 		h.mu.Lock()
 		a, ready := h.a, h.ready
