@@ -88,3 +88,24 @@ func TestInDoubt_UndisplayedFinalIsNeverSentBlindly(t *testing.T) {
 		t.Fatalf("an in-doubt final was sent: %s", dump(calls))
 	}
 }
+
+// P-STATE-8 with a target that can tell (target.Reconciler): on a webchat channel an interrupted
+// final is looked up by its idempotency key; nothing there → it is delivered afresh and accepted,
+// and a retransmission after that is a duplicate: shown once, never in doubt.
+func TestInDoubt_WebchatLooksTheMessageUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.channel += "_wc" // a channel of its own, opened on webchat
+	status, body, err := e.node.Do(http.MethodPut, "/v1/channels/"+e.channel, map[string]any{
+		"connection": map[string]any{"target_type": "im", "profiles": []string{"xagent.im.v2"}},
+		"target":     map[string]any{"adapter": "webchat"},
+	})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("PUT webchat channel: %d %s %v", status, body, err)
+	}
+	interrupt(t, e, "m_lookup", "asked, not guessed", false)
+	_, ack := e.final(msg("m_lookup", "asked, not guessed"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	_, ack = e.final(msg("m_lookup", "asked, not guessed"))
+	wantAck(t, ack, profile.AckDuplicate, "")
+}
