@@ -27,6 +27,9 @@ const usage = `usage: ximd [all|gateway|worker]
   healthcheck [live]
            exit 0 if the ximd on XIM_HTTP_ADDR is ready (GET /readyz; "live": /healthz);
            the container healthcheck
+  demo-agent
+           the demo against a running ximd: opens webchat channel "demo" on XIM_DEMO_GATEWAY
+           (default 127.0.0.1:8080) and answers it over that gateway's /v1/ws
   --demo   one complete node plus a webchat channel "demo" answered by a built-in demo agent
            over the real /v1/ws edge; prints the page URL to open (docs/webchat.md)
 
@@ -47,6 +50,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			role = node.Role(args[0])
 		case "healthcheck":
 			return runHealthcheck(args[1:], getenv, stderr)
+		case "demo-agent":
+			return runDemoAgent(getenv, os.Stdout, stderr)
 		case "-h", "--help", "help":
 			fmt.Fprint(stderr, usage)
 			return 0
