@@ -21,14 +21,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -585,21 +582,7 @@ func TestSecrets_NeverInLogsOrResponses(t *testing.T) {
 	}
 	secrets := map[string]string{"token": n.Token, "webhook secret": tg.Secret}
 	// The file-link signing key, in every encoding a log line might use.
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), subjects.BucketConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry, err := kv.Get(context.Background(), subjects.ConfigSigningKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := entry.Value()
+	key := signingKey(t, n.NATSURL())
 	secrets["signing key (hex)"] = hex.EncodeToString(key)
 	secrets["signing key (base64)"] = base64.StdEncoding.EncodeToString(key)
 	secrets["signing key (raw)"] = string(key)

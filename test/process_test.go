@@ -153,7 +153,13 @@ func readSigningKey(t *testing.T, logs string) []byte {
 	if m == nil {
 		t.Fatalf("no client_url in the logs:\n%s", logs)
 	}
-	nc, err := nats.Connect(m[1])
+	return signingKey(t, m[1])
+}
+
+// signingKey reads the cluster's file-link signing key from KV xim_config.
+func signingKey(t *testing.T, natsURL string) []byte {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
