@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -49,7 +50,11 @@ type Assembler struct {
 
 	mu      sync.Mutex
 	buffers map[bufKey]*buffer
-	evicted *keyRing // buffers dropped before their final: their later deltas are ignored
+	lru     *list.List // of *buffer, the most recently used first
+	// draining holds evicted buffers whose display call is still in flight, or whose created
+	// target message has no recorded handle: the final must wait for the one and edit the other.
+	draining map[bufKey]*buffer
+	evicted  *keyRing // buffers dropped before their final: their later deltas are ignored
 }
 
 type bufKey struct{ channel, messageID string }
@@ -60,6 +65,8 @@ type buffer struct {
 	bind Bound
 	edit target.Editor // nil: not displayed
 
+	elem *list.Element // in Assembler.lru; a.mu guards it
+
 	mu       sync.Mutex
 	next     int64    // next expected sequence
 	hashes   []uint64 // hashes[i]: text hash of sequence i+1
@@ -69,12 +76,13 @@ type buffer struct {
 	lost     bool // resumed after a restart: state before it is unknown
 
 	// display
-	targetID string
-	shown    int       // bytes of text the target shows
-	lastCall time.Time // end of the last display call
-	running  bool
-	stop     chan struct{}
-	done     chan struct{}
+	targetID   string
+	unrecorded bool      // targetID was created but its record update failed
+	shown      int       // bytes of text the target shows
+	lastCall   time.Time // end of the last display call
+	running    bool
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // NewAssembler returns the delta stage; Run evicts expired buffers, Close stops display.
@@ -93,7 +101,7 @@ func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, l
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
-		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
+		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, lru: list.New(), draining: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
 }
 
 // Apply applies one validated delta. It returns a *profile.Error to send as an `error` packet
@@ -107,6 +115,9 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, complet
 	}
 	a.mu.Lock()
 	buf := a.buffers[k]
+	if buf != nil {
+		a.lru.MoveToFront(buf.elem)
+	}
 	evicted := buf == nil && a.evicted.has(k)
 	a.mu.Unlock()
 	if evicted {
@@ -209,15 +220,10 @@ func (a *Assembler) insert(buf *buffer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for len(a.buffers) >= a.cfg.MaxBuffers {
-		var oldest *buffer
-		for _, b := range a.buffers {
-			if oldest == nil || b.lastSeenUnlocked().Before(oldest.lastSeenUnlocked()) {
-				oldest = b
-			}
-		}
-		a.evictLocked(oldest, "capacity")
+		a.evictLocked(a.lru.Back().Value.(*buffer), "capacity") // the least recently used
 	}
 	a.buffers[buf.key] = buf
+	buf.elem = a.lru.PushFront(buf)
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 }
 
@@ -230,6 +236,7 @@ func (b *buffer) lastSeenUnlocked() time.Time {
 // evictLocked drops a buffer before its final; its display stops. a.mu is held.
 func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	delete(a.buffers, buf.key)
+	a.lru.Remove(buf.elem)
 	if reason != "channel_closed" {
 		a.evicted.add(buf.key)
 	}
@@ -241,6 +248,9 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	if buf.stop != nil {
 		close(buf.stop)
 		buf.stop = nil
+	}
+	if buf.running || buf.unrecorded {
+		a.draining[buf.key] = buf // its final waits for the call in flight, or edits what it created
 	}
 	buf.mu.Unlock()
 }
@@ -258,7 +268,13 @@ func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string)
 	k := bufKey{channel, messageID}
 	a.mu.Lock()
 	buf := a.buffers[k]
-	delete(a.buffers, k)
+	if buf != nil {
+		delete(a.buffers, k)
+		a.lru.Remove(buf.elem)
+	} else {
+		buf = a.draining[k]
+	}
+	delete(a.draining, k)
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	a.mu.Unlock()
 	if buf == nil {
@@ -299,6 +315,15 @@ func (a *Assembler) kick(buf *buffer) {
 func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struct{}) {
 	defer a.wg.Done()
 	defer close(done)
+	defer func() { // an evicted buffer is kept past its call only when its handle is unrecorded
+		a.mu.Lock()
+		buf.mu.Lock()
+		if !buf.unrecorded && a.draining[buf.key] == buf {
+			delete(a.draining, buf.key)
+		}
+		buf.mu.Unlock()
+		a.mu.Unlock()
+	}()
 	for {
 		buf.mu.Lock()
 		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil {
@@ -383,6 +408,7 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 			if err != nil {
 				buf.mu.Lock()
 				buf.targetID = id // the message exists: the final must edit it, not create another
+				buf.unrecorded = true
 				buf.mu.Unlock()
 			}
 			return id, err
@@ -423,9 +449,17 @@ func (a *Assembler) Run(ctx context.Context) error {
 func (a *Assembler) expire(before time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, b := range a.buffers {
+	for e := a.lru.Back(); e != nil; {
+		b, prev := e.Value.(*buffer), e.Prev()
+		if !b.lastSeenUnlocked().Before(before) {
+			break // the rest were used later
+		}
+		a.evictLocked(b, "ttl")
+		e = prev
+	}
+	for k, b := range a.draining { // evicted buffers whose final never came
 		if b.lastSeenUnlocked().Before(before) {
-			a.evictLocked(b, "ttl")
+			delete(a.draining, k)
 		}
 	}
 }

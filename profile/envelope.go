@@ -66,7 +66,7 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 		return env, invalidf("the packet must be a JSON object")
 	}
 	var seen uint8
-	var extra []string // unknown members seen, for duplicate detection
+	var extra map[string]struct{} // unknown members seen, for duplicate detection (a map: a frame may hold ~100k of them)
 	hasSchema := false
 	err := s.object(func(key []byte) error {
 		k := -1
@@ -77,12 +77,13 @@ func DecodeEnvelope(frame []byte) (Envelope, error) {
 			}
 		}
 		if k < 0 {
-			for _, e := range extra {
-				if e == string(key) {
-					return invalidf("%s: duplicate key", join("", key))
-				}
+			if _, dup := extra[string(key)]; dup {
+				return invalidf("%s: duplicate key", join("", key))
 			}
-			extra = append(extra, string(key))
+			if extra == nil {
+				extra = map[string]struct{}{}
+			}
+			extra[string(key)] = struct{}{}
 			return s.skip()
 		}
 		if seen&(1<<k) != 0 {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -217,14 +216,11 @@ func TestHostile_FrameAboveDrainLimitClosesOnlyThatConnection(t *testing.T) {
 }
 
 // A frame with very many unknown envelope members must cost about what its size costs: it must not
-// hold up the packets behind it. (DecodeEnvelope checks unknown members for duplicates against a
-// list, quadratic in their number: ~8s for a 1 MiB frame without -race; the worker decodes the
-// stored packet again, holding up its whole partition.)
+// hold up the packets behind it. (DecodeEnvelope once checked unknown members for duplicates
+// against a list, quadratic in their number: ~8s for a 1 MiB frame without -race, and the worker
+// decodes the stored packet again, holding up its whole partition.)
 func TestHostile_ManyUnknownEnvelopeMembersDoNotStallThePartition(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("XIMD_REPRO_BUGS") == "" {
-		t.Skip("known bug (docs/limits.md, 'Known issues'): XIMD_REPRO_BUGS=1 runs it")
-	}
 	e := newEnv(t, envOptions{})
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"schema":"xagent.connector.packet/v1","packet_id":"p_members","connector_channel_id":%q,"type":"chat.activity","payload":{"status":"thinking"}`, e.channel)

@@ -381,7 +381,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		_, ok, err := reg.Lookup(ctx, id)
 		return ok, err
 	}
-	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: n.cfg.MaxPacketBytes}, nc, profile.Default(), isOpen, n.reg, log)
+	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: n.cfg.MaxPacketBytes, MaxConnections: n.cfg.MaxConnections}, nc, profile.Default(), isOpen, n.reg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	var e *edge.Edge
-	e, err = edge.New(edge.Config{Token: token, Version: Version}, edge.Parts{
+	e, err = edge.New(edge.Config{Token: token, Version: Version, MaxInboundRequests: n.cfg.MaxInbound}, edge.Parts{
 		Gateway:  gw,
 		Channels: edge.NewChannelsAPI(reg, adapters, state, log),
 		Files:    fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
