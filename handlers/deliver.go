@@ -226,6 +226,15 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		}
 		targetID, final = id, isFinal
 	}
+	if dd, ok := b.Target.(target.Deduper); ok && dd.DedupesSends() && !final && targetID == "" {
+		// The target shows one message per idempotency key: sending again cannot show two.
+		if err := d.records.Delete(ctx, key, rev); err != nil {
+			return profile.Ack{}, false, err
+		}
+		d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "sent_again_deduped")
+		ack, err := d.deliver(ctx, in, msg, b)
+		return ack, true, err
+	}
 	if _, canEdit := b.Target.(target.Editor); !final && (targetID == "" || !canEdit) {
 		return profile.Ack{}, false, nil
 	}

@@ -109,3 +109,23 @@ func TestInDoubt_WebchatLooksTheMessageUp(t *testing.T) {
 	_, ack = e.final(msg("m_lookup", "asked, not guessed"))
 	wantAck(t, ack, profile.AckDuplicate, "")
 }
+
+// P-STATE-8 with a webhook target configured "dedupe": true (it shows one message per
+// idempotency_key): an interrupted direct final is sent again with the same key, and accepted.
+func TestInDoubt_DedupingWebhookIsSentAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none"})
+	cfg := e.target.Config("none", "none")
+	cfg["dedupe"] = true
+	if err := e.node.OpenChannel(e.channel+"_dd", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.channel += "_dd"
+	interrupt(t, e, "m_dedupe", "the target dedupes", false)
+	_, ack := e.final(msg("m_dedupe", "the target dedupes"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	calls := e.target.MessageCalls()
+	if len(calls) != 1 || calls[0].Method != http.MethodPost || calls[0].Body["idempotency_key"] != e.channel+":m_dedupe" {
+		t.Fatalf("want one POST with the message's idempotency_key, got %s", dump(calls))
+	}
+}

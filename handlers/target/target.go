@@ -122,6 +122,14 @@ type Reconciler interface {
 	Lookup(ctx context.Context, idempotencyKey string) (targetMessageID string, final bool, found bool, err error)
 }
 
+// Deduper is optional: DedupesSends reports whether the target shows at most one message per
+// idempotency key ([Message.IdempotencyKey]): a second Send with a key it has seen returns the
+// first message's id and shows nothing new. A caller that does not know whether an earlier Send
+// landed (a crash in between) may then Send again.
+type Deduper interface {
+	DedupesSends() bool
+}
+
 // Target is one bound target instance: one channel's binding. It is safe
 // for concurrent use. It implements [Editor] exactly when
 // Capabilities().Streaming is [StreamingEdit], and [ActivityShower]

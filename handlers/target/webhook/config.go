@@ -41,6 +41,8 @@ type config struct {
 	timeout   time.Duration
 	// fileHosts are the hosts files of user input may be downloaded from, besides url's host.
 	fileHosts []string
+	// dedupe: the target shows at most one message per idempotency_key (config "dedupe").
+	dedupe bool
 }
 
 // publicConfig is the config as the channels API shows it: defaults filled
@@ -52,6 +54,7 @@ type publicConfig struct {
 	Activity  string   `json:"activity"`
 	Timeout   string   `json:"timeout"`
 	FileHosts []string `json:"file_hosts,omitempty"`
+	Dedupe    bool     `json:"dedupe"`
 }
 
 // parseConfig decodes and validates a webhook config. Every error is a
@@ -68,7 +71,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	var unknown []string
 	for k := range fields {
 		switch k {
-		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts":
+		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe":
 		default:
 			unknown = append(unknown, k)
 		}
@@ -129,6 +132,11 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 			return nil, invalid(fieldPrefix+"timeout", "must be at most "+MaxTimeout.String())
 		}
 		c.timeout = d
+	}
+	if raw, ok := fields["dedupe"]; ok && !bytes.Equal(raw, []byte("null")) {
+		if err := json.Unmarshal(raw, &c.dedupe); err != nil {
+			return nil, invalid(fieldPrefix+"dedupe", "must be true or false")
+		}
 	}
 	if raw, ok := fields["file_hosts"]; ok && !bytes.Equal(raw, []byte("null")) {
 		if err := json.Unmarshal(raw, &c.fileHosts); err != nil {
@@ -194,6 +202,7 @@ func (c *config) public() publicConfig {
 		Activity:  c.activity,
 		Timeout:   c.timeout.String(),
 		FileHosts: c.fileHosts,
+		Dedupe:    c.dedupe,
 	}
 }
 

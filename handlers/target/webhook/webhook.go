@@ -262,6 +262,10 @@ func wireFiles(files []target.File) []wireFile {
 // Capabilities implements target.Target.
 func (t *webhookTarget) Capabilities() target.Capabilities { return t.cfg.capabilities() }
 
+// DedupesSends reports the channel's "dedupe": the target promised to show one message per
+// idempotency_key.
+func (t *webhookTarget) DedupesSends() bool { return t.cfg.dedupe }
+
 // Send implements target.Sender: POST {url}/messages.
 func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, error) {
 	body, err := json.Marshal(createBody{

@@ -770,7 +770,7 @@ func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	got := decodeObject(t, pub)
 	want := map[string]string{
 		"url": `"https://chat.example/hook?x=1"`, "chat_id": `"room-1"`,
-		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`,
+		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`,
 	}
 	if gk, wk := keys(got), slices.Sorted(maps.Keys(want)); !slices.Equal(gk, wk) {
 		t.Errorf("Public keys = %v, want %v", gk, wk)
