@@ -363,7 +363,9 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 			buf.broken = true
 			buf.running = false
 			buf.mu.Unlock()
-			a.logger.Warn("delta_display_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", err)
+			if !errors.Is(err, errMessageFinal) {
+				a.logger.Warn("delta_display_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", err)
+			}
 			return
 		}
 		if id == "" {
@@ -413,6 +415,14 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 			}
 			return id, err
 		}
+	}
+	// Another worker may have taken the message's partition over and delivered its final: an
+	// edit now would show partial text after it. The record tells (one read per display call,
+	// which XIM_EDIT_INTERVAL spaces out).
+	if cur, rev, err := a.records.Get(ctx, buf.kv); err != nil {
+		return id, err
+	} else if rev != 0 && (cur.State != StateDisplaying || cur.TargetMessageID != id) {
+		return id, errMessageFinal
 	}
 	start := time.Now()
 	err := buf.edit.Edit(ctx, id, target.Message{Text: text})

@@ -282,23 +282,37 @@ func (sb *subscription) unpin() {
 	if sb.owner.js.Conn().IsClosed() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*flushTimeout)
 	defer cancel()
-	info, err := sb.cons.Info(ctx)
-	if err != nil {
-		sb.logger.Warn("bus_unpin_failed", "err", err)
-		return
-	}
-	pinned := false
-	for _, g := range info.PriorityGroups {
-		pinned = pinned || (g.Group == sb.group && g.PinnedClientID == id)
-	}
-	if !pinned {
-		return // the pin already lapsed
+	// The server handles acks and naks apart from API requests: wait until it has taken every
+	// ack and nak sent, or the next holder could be handed a message while an earlier one is
+	// still counted in this subscription's hands (and redelivered after it: out of order).
+	for {
+		info, err := sb.cons.Info(ctx)
+		if err != nil {
+			sb.logger.Warn("bus_unpin_failed", "err", err)
+			return
+		}
+		pinned := false
+		for _, g := range info.PriorityGroups {
+			pinned = pinned || (g.Group == sb.group && g.PinnedClientID == id)
+		}
+		if !pinned {
+			return // the pin already lapsed or moved
+		}
+		if info.NumAckPending == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			sb.logger.Warn("bus_unpin_failed", "err", "acks still pending", "ack_pending", info.NumAckPending)
+			return // the pin lapses after PinnedTTL instead
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	st, err := sb.owner.js.Stream(ctx, sb.stream)
 	if err == nil {
-		err = st.UnpinConsumer(ctx, info.Name, sb.group)
+		err = st.UnpinConsumer(ctx, sb.cons.CachedInfo().Name, sb.group)
 	}
 	if err != nil {
 		sb.logger.Warn("bus_unpin_failed", "err", err)
@@ -329,17 +343,29 @@ func (sb *subscription) emit(h *held) {
 	h.wm, h.cancel = wm, cancel
 }
 
-// progress sends InProgress for every held message whose AckWait timer is past its half.
+// progress sends InProgress for every held message, in stream order, once one of them is past
+// half its AckWait. Refreshing all of them at once keeps the server's timers in stream order: if
+// this process dies, its messages expire, and so are redelivered, in the order they were
+// delivered (a later message refreshed less recently than an earlier one would come back
+// first).
 func (sb *subscription) progress(queue []*held, now time.Time) {
+	due := false
 	for _, h := range queue {
-		if now.Sub(h.touched) < sb.ackWait/2 {
-			continue
-		}
+		due = due || now.Sub(h.touched) >= sb.ackWait/2
+	}
+	if !due {
+		return
+	}
+	var failed error
+	for _, h := range queue {
 		if err := h.jm.InProgress(); err != nil {
-			sb.logger.Warn("bus_in_progress_failed", "stream_seq", h.d.seq, "err", err)
+			failed = err
 			continue
 		}
 		h.touched = now
+	}
+	if failed != nil {
+		sb.logger.Warn("bus_in_progress_failed", "held", len(queue), "err", failed)
 	}
 }
 
