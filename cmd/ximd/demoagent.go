@@ -32,4 +32,3 @@ func runDemoAgent(getenv func(string) string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-
