@@ -13,11 +13,10 @@ import (
 	"net/textproto"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/pipeline/natstest"
 )
 
 const testToken = "test-token-not-a-secret"
@@ -27,25 +26,7 @@ var testKey = bytes.Repeat([]byte{0x42}, 32)
 // runJS starts an in-process JetStream server and returns a JetStream on it.
 func runJS(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return js
+	return natstest.JetStream(t)
 }
 
 // channelSet is an in-memory ChannelOpen.
