@@ -21,6 +21,9 @@ type ActivityConfig struct {
 	Leases *ActivityLeases
 	// Resolve finds a channel's target for such a clear (Targets.Resolve). Required with Leases.
 	Resolve func(ctx context.Context, channel string) (Bound, error)
+	// Pacer, when set, holds a channel's status calls while its target asked to wait (a rate
+	// limit); the latest status is shown after.
+	Pacer *Pacer
 }
 
 // Activity shows chat.activity on targets that can (P-ACT-4) and clears it on idle, the final,
@@ -38,6 +41,9 @@ type Activity struct {
 
 	mu    sync.Mutex
 	state map[string]*activityState
+	// cleared is, per channel, the stream sequence of the last packet that cleared its status
+	// (a final, a first displayed delta): an older snapshot is never shown after it.
+	cleared map[string]uint64
 }
 
 type activityState struct {
@@ -47,6 +53,8 @@ type activityState struct {
 	sent    target.Activity
 	running bool
 	timer   *time.Timer
+	// showing is closed when the status call in flight ends (nil: none, or an idle one).
+	showing chan struct{}
 }
 
 // NewActivity returns the activity stage; Close stops it.
@@ -58,11 +66,13 @@ func NewActivity(cfg ActivityConfig, m *Metrics, logger *slog.Logger) *Activity 
 		cfg.CallTimeout = 5 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Activity{cfg: cfg, metrics: m, logger: logger, ctx: ctx, cancel: cancel, state: map[string]*activityState{}}
+	return &Activity{cfg: cfg, metrics: m, logger: logger, ctx: ctx, cancel: cancel, state: map[string]*activityState{}, cleared: map[string]uint64{}}
 }
 
-// Show displays a validated activity snapshot on the channel's target, per its capability.
-func (a *Activity) Show(b Bound, act profile.Activity) {
+// Show displays a validated activity snapshot on the channel's target, per its capability. seq
+// is its stream sequence: a snapshot older than the packet that last cleared the channel's status
+// is stale and not shown (the stages run apart, so it may be processed after that packet).
+func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
 	shower, ok := b.Target.(target.ActivityShower)
 	if !ok {
 		return
@@ -73,6 +83,10 @@ func (a *Activity) Show(b Bound, act profile.Activity) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if seq < a.cleared[b.Channel] {
+		a.metrics.ActivityStale.Inc()
+		return
+	}
 	s := a.state[b.Channel]
 	if s == nil {
 		if want.Status == target.StatusIdle {
@@ -88,15 +102,46 @@ func (a *Activity) Show(b Bound, act profile.Activity) {
 	}
 	if want.Status != target.StatusIdle {
 		ch := b.Channel
-		s.timer = time.AfterFunc(a.cfg.Timeout, func() { a.Clear(ch) })
+		s.timer = time.AfterFunc(a.cfg.Timeout, func() { a.Clear(ch, 0) })
 	}
 	a.kick(b.Channel, s)
 }
 
-// Clear clears a shown status of the channel (idle, final, first displayed delta, timeout).
-func (a *Activity) Clear(channel string) {
+// ClearWait clears the channel's status like Clear, then waits (bounded by ctx) until no status
+// call of the channel is in flight: whatever the caller shows next (a final, a first displayed
+// delta) reaches the target after any status shown before it (P-ACT-5).
+func (a *Activity) ClearWait(ctx context.Context, channel string, seq uint64) error {
+	a.mu.Lock()
+	a.clearLocked(channel, seq)
+	var showing chan struct{}
+	if s := a.state[channel]; s != nil {
+		showing = s.showing
+	}
+	a.mu.Unlock()
+	if showing == nil {
+		return nil
+	}
+	select {
+	case <-showing:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Clear clears a shown status of the channel (idle, final, first displayed delta, timeout). seq is
+// the stream sequence of the packet that clears it (0 for the timeout): snapshots older than it
+// are not shown afterwards.
+func (a *Activity) Clear(channel string, seq uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.clearLocked(channel, seq)
+}
+
+func (a *Activity) clearLocked(channel string, seq uint64) {
+	if seq > a.cleared[channel] {
+		a.cleared[channel] = seq
+	}
 	s := a.state[channel]
 	if s == nil || s.want.Status == target.StatusIdle {
 		return
@@ -116,6 +161,7 @@ func (a *Activity) Drop(channel string) {
 		s.timer.Stop()
 	}
 	delete(a.state, channel)
+	delete(a.cleared, channel)
 	a.mu.Unlock()
 }
 
@@ -142,6 +188,14 @@ func (a *Activity) kick(channel string, s *activityState) {
 func (a *Activity) send(channel string, s *activityState) {
 	defer a.wg.Done()
 	for {
+		if until := a.cfg.Pacer.Until(channel); !until.IsZero() {
+			t := time.NewTimer(time.Until(until))
+			select {
+			case <-t.C:
+			case <-a.ctx.Done():
+				t.Stop()
+			}
+		}
 		a.mu.Lock()
 		if s.want == s.sent || a.ctx.Err() != nil {
 			s.running = false
@@ -152,9 +206,14 @@ func (a *Activity) send(channel string, s *activityState) {
 			return
 		}
 		want, shower, adapter := s.want, s.shower, s.bound.Adapter
-		a.mu.Unlock()
-
+		// Marked under the lock that read want: a ClearWait from now on waits for this call.
+		var showing chan struct{}
 		if want.Status != target.StatusIdle {
+			showing = make(chan struct{})
+			s.showing = showing
+		}
+		a.mu.Unlock()
+		if showing != nil {
 			a.lease(channel, want) // before the call: a crash during it leaves the lease behind
 		}
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
@@ -173,6 +232,10 @@ func (a *Activity) send(channel string, s *activityState) {
 
 		a.mu.Lock()
 		s.sent = want // never retried: a status is a hint, the next snapshot replaces it
+		if showing != nil {
+			close(showing)
+			s.showing = nil
+		}
 		a.mu.Unlock()
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -29,6 +31,11 @@ type AssembleConfig struct {
 	CallTimeout time.Duration
 	// Worker names this worker in records.
 	Worker string
+	// DeliverLocal reports whether this process serves partition p of the deliver stage, whose
+	// finals wait for display calls in flight in process. When it does not, each display edit
+	// takes a display lease in the message's record first (one KV write), which a final
+	// delivered elsewhere waits out. nil: always local.
+	DeliverLocal func(p int) bool
 }
 
 // Assembler applies deltas in sequence order (P-DLT-1/2, P-ERR-4) and displays them on `edit`
@@ -36,13 +43,14 @@ type AssembleConfig struct {
 // once per EditInterval and with at most one call in flight per message (latest text wins).
 // On `none` targets it keeps only what sequence checks need.
 type Assembler struct {
-	cfg      AssembleConfig
-	records  *Records
-	activity *Activity
-	metrics  *Metrics
-	logger   *slog.Logger
-	seed     maphash.Seed
-	worker   string
+	cfg     AssembleConfig
+	records *Records
+	clear   StatusClearer
+	pacer   *Pacer
+	metrics *Metrics
+	logger  *slog.Logger
+	seed    maphash.Seed
+	worker  string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -64,6 +72,7 @@ type buffer struct {
 	kv   string // KV key of the message
 	bind Bound
 	edit target.Editor // nil: not displayed
+	at   Place         // place of the latest applied delta (buf.mu)
 
 	elem *list.Element // in Assembler.lru; a.mu guards it
 
@@ -86,7 +95,7 @@ type buffer struct {
 }
 
 // NewAssembler returns the delta stage; Run evicts expired buffers, Close stops display.
-func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, logger *slog.Logger) *Assembler {
+func NewAssembler(cfg AssembleConfig, rec *Records, clear StatusClearer, pacer *Pacer, m *Metrics, logger *slog.Logger) *Assembler {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 10 * time.Minute
 	}
@@ -100,14 +109,17 @@ func NewAssembler(cfg AssembleConfig, rec *Records, act *Activity, m *Metrics, l
 		cfg.CallTimeout = 10 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Assembler{cfg: cfg, records: rec, activity: act, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
+	if cfg.DeliverLocal == nil {
+		cfg.DeliverLocal = func(int) bool { return true }
+	}
+	return &Assembler{cfg: cfg, records: rec, clear: clear, pacer: pacer, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
 		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, lru: list.New(), draining: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
 }
 
 // Apply applies one validated delta. It returns a *profile.Error to send as an `error` packet
 // (delta_sequence_gap, delta_sequence_conflict), or nil. completed reports whether the
-// message already has a final record in this worker's memory.
-func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, completed bool) (*profile.Error, error) {
+// message already has a final record in this worker's memory. at is the delta's place in XIM_IN.
+func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Place, completed bool) (*profile.Error, error) {
 	k := bufKey{b.Channel, d.MessageID}
 	if completed {
 		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
@@ -158,6 +170,7 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, complet
 		return profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence %d, got %d", expected, d.Sequence), nil
 	}
 	buf.next++
+	buf.at = at
 	if buf.hashes != nil || buf.next == 2 {
 		buf.hashes = append(buf.hashes, h)
 	}
@@ -332,6 +345,9 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 			return
 		}
 		wait := time.Until(buf.lastCall.Add(a.cfg.EditInterval))
+		if until := a.pacer.Until(buf.key.channel); !until.IsZero() {
+			wait = max(wait, time.Until(until)) // the platform's retry-after
+		}
 		buf.mu.Unlock()
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -349,10 +365,15 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 			buf.mu.Unlock()
 			return
 		}
-		text, id := string(buf.text), buf.targetID
+		text, id, at := string(buf.text), buf.targetID, buf.at
 		buf.mu.Unlock()
 
-		newID, err := a.show(buf, id, text)
+		if id == "" {
+			// The first displayed delta clears the status (P-ACT-5): after any status call in
+			// flight, and no older status is shown after it.
+			a.clear.ClearStatus(a.ctx, buf.key.channel, at)
+		}
+		newID, err := a.show(buf, id, text, at)
 
 		buf.mu.Lock()
 		// The interval runs from the end of a call, so the target never sees two calls of a
@@ -373,18 +394,16 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 		}
 		buf.shown = len(text)
 		buf.mu.Unlock()
-		if id == "" {
-			a.activity.Clear(buf.key.channel) // the first displayed delta clears the status (P-ACT-5)
-		}
 	}
 }
 
 // show creates (first call, after recording the display intent) or edits the target message.
-func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
+func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error) {
 	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
 	defer cancel()
+	lease := time.Now().Add(a.cfg.CallTimeout).UnixMilli()
 	if id == "" {
-		rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli()})
+		rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli(), Until: lease})
 		switch {
 		case errors.Is(err, errExists) && cur.State == StateDisplaying && cur.TargetMessageID != "":
 			// Shown by an earlier process, which may have shown more than this buffer holds
@@ -406,10 +425,19 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 			if err != nil {
 				return "", err
 			}
+			buf.mu.Lock()
+			buf.targetID = id // the message exists: a final must edit it, never create another
+			buf.mu.Unlock()
 			_, err = a.records.Update(ctx, buf.kv, Record{State: StateDisplaying, TargetMessageID: id, Worker: a.worker, At: time.Now().UnixMilli()}, rev)
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				// A final took the record while the create was under way: hand it the handle
+				// (and end the lease it may wait out), so it edits this message.
+				if err = a.release(ctx, buf.kv, id); err == nil {
+					return id, errMessageFinal
+				}
+			}
 			if err != nil {
 				buf.mu.Lock()
-				buf.targetID = id // the message exists: the final must edit it, not create another
 				buf.unrecorded = true
 				buf.mu.Unlock()
 			}
@@ -419,15 +447,49 @@ func (a *Assembler) show(buf *buffer, id, text string) (string, error) {
 	// Another worker may have taken the message's partition over and delivered its final: an
 	// edit now would show partial text after it. The record tells (one read per display call,
 	// which XIM_EDIT_INTERVAL spaces out).
-	if cur, rev, err := a.records.Get(ctx, buf.kv); err != nil {
+	cur, rev, err := a.records.Get(ctx, buf.kv)
+	if err != nil {
 		return id, err
-	} else if rev != 0 && (cur.State != StateDisplaying || cur.TargetMessageID != id) {
+	}
+	if rev != 0 && (cur.State != StateDisplaying || cur.TargetMessageID != id) {
 		return id, errMessageFinal
 	}
+	leased := rev != 0 && !a.cfg.DeliverLocal(at.Partition)
+	if leased {
+		// The final may be delivered by another process: take the display lease it waits out.
+		cur.Until = lease
+		if _, err := a.records.Update(ctx, buf.kv, cur, rev); errors.Is(err, jetstream.ErrKeyExists) {
+			return id, errMessageFinal // the final took the record meanwhile
+		} else if err != nil {
+			return id, err
+		}
+	}
 	start := time.Now()
-	err := buf.edit.Edit(ctx, id, target.Message{Text: text})
+	err = buf.edit.Edit(ctx, id, target.Message{Text: text})
 	a.observe(buf.bind.Adapter, "edit", start, err)
+	if leased {
+		if rerr := a.release(ctx, buf.kv, id); rerr != nil {
+			a.logger.Warn("display_lease_release_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", rerr)
+		}
+	}
 	return id, err
+}
+
+// release ends this worker's display lease on a message's record, whoever holds the record now
+// (a final that took it waits for the release), and records the handle of the target message if
+// the record has none. A done or unknown record is left alone.
+func (a *Assembler) release(ctx context.Context, key, targetID string) error {
+	_, _, err := a.records.Modify(ctx, key, func(r *Record) bool {
+		if r.State != StateDisplaying && r.State != StateDelivering {
+			return false
+		}
+		r.Until = 0
+		if r.TargetMessageID == "" {
+			r.TargetMessageID = targetID
+		}
+		return true
+	})
+	return err
 }
 
 func (a *Assembler) observe(adapter, op string, start time.Time, err error) {

@@ -9,11 +9,40 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
+
+// waitDisplayLease waits until the display lease kept in the final's record (Record.Until) is
+// released by the assemble stage of another process or has run out, and returns the record as it
+// is then (the release may have brought the handle of a message created meanwhile).
+func (d *Deliverer) waitDisplayLease(ctx context.Context, key string, rec Record, rev uint64) (Record, uint64, error) {
+	for rec.Until > 0 && time.Now().Before(time.UnixMilli(rec.Until)) {
+		t := time.NewTimer(leasePoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return rec, rev, ctx.Err()
+		}
+		cur, n, err := d.records.Get(ctx, key)
+		if err != nil {
+			return rec, rev, err
+		}
+		if n == 0 || cur.PacketID != rec.PacketID || cur.State != StateDelivering {
+			return rec, rev, fmt.Errorf("record %s changed while its final waited for the display", key)
+		}
+		rec, rev = cur, n
+	}
+	rec.Until = 0
+	return rec, rev, nil
+}
+
+// leasePoll is how often a final waiting for a display lease reads the record.
+const leasePoll = 20 * time.Millisecond
 
 // FileInfo is what the delivery stage needs of a stored file.
 type FileInfo struct {
@@ -49,7 +78,8 @@ type Deliverer struct {
 	records  *Records
 	files    FileResolver
 	assemble *Assembler
-	activity *Activity
+	clear    StatusClearer
+	pacer    *Pacer
 	replies  *Replier
 	metrics  *Metrics
 	logger   *slog.Logger
@@ -57,7 +87,7 @@ type Deliverer struct {
 }
 
 // NewDeliverer returns the final delivery stage.
-func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Assembler, act *Activity, rep *Replier, m *Metrics, logger *slog.Logger) *Deliverer {
+func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Assembler, clear StatusClearer, pacer *Pacer, rep *Replier, m *Metrics, logger *slog.Logger) *Deliverer {
 	if cfg.RetryBudget <= 0 {
 		cfg.RetryBudget = 5 * time.Second
 	}
@@ -67,7 +97,7 @@ func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Asse
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100000
 	}
-	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, activity: act, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
+	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, clear: clear, pacer: pacer, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
 	m.Completed.attach(d.done, rec)
 	return d
 }
@@ -81,8 +111,8 @@ func (d *Deliverer) Completed(channel, messageID string) bool {
 // Deliver handles one validated final and sends its one ack. A returned error is an
 // infrastructure failure (NATS unavailable): the packet is retried and, past the retries,
 // answered by the poison stage.
-func (d *Deliverer) Deliver(ctx context.Context, from Origin, in profile.Envelope, msg profile.Message, b Bound) error {
-	ack, err := d.deliver(ctx, in, msg, b)
+func (d *Deliverer) Deliver(ctx context.Context, from Origin, in profile.Envelope, msg profile.Message, b Bound, at Place) error {
+	ack, err := d.deliver(ctx, in, msg, b, at)
 	if err != nil {
 		return err
 	}
@@ -92,7 +122,7 @@ func (d *Deliverer) Deliver(ctx context.Context, from Origin, in profile.Envelop
 	return d.replies.Ack(ctx, from, in, ack)
 }
 
-func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound) (profile.Ack, error) {
+func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, at Place) (profile.Ack, error) {
 	k := bufKey{b.Channel, msg.MessageID}
 	digest := msg.Digest()
 	if rec, ok := d.done.get(k); ok {
@@ -102,46 +132,67 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 	if err != nil {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
 	}
-	// Stop the streamed display first: from here on the record says what the target shows.
+	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	rev, cur, err := d.records.Create(ctx, key, intent)
+	var prev *Record // the displaying record the intent replaced, restored on a rejection
+	if errors.Is(err, errExists) && cur.State == StateDisplaying {
+		// A streamed message: take its record from the display by compare-and-set (a display
+		// update may land meanwhile). From then on no display call starts.
+		took := false
+		cur, rev, err = d.records.Modify(ctx, key, func(r *Record) bool {
+			if took = r.State == StateDisplaying; !took {
+				return false
+			}
+			p := *r
+			prev = &p
+			next := intent
+			next.TargetMessageID = r.TargetMessageID
+			if r.Worker != d.cfg.Worker {
+				next.Until = r.Until // another process's display call may be in flight: wait for it
+			}
+			*r = next
+			return true
+		})
+		switch {
+		case err != nil:
+		case rev == 0:
+			err = fmt.Errorf("record %s vanished while the final took it", key) // retried
+		case !took:
+			err = errExists // another final took it first: answer from its record
+		default:
+			intent = cur
+		}
+	}
+	switch {
+	case errors.Is(err, errExists):
+		return d.existing(ctx, in, msg, b, key, digest, cur, rev, at)
+	case err != nil:
+		return profile.Ack{}, err
+	}
+	if prev != nil && prev.Worker != d.cfg.Worker {
+		// Shown by the assemble stage of another process: wait until its display call in flight
+		// (if any) released the lease.
+		if intent, rev, err = d.waitDisplayLease(ctx, key, intent, rev); err != nil {
+			return profile.Ack{}, err
+		}
+		if intent.TargetMessageID == "" {
+			// Its create's outcome is unknown (its process died, or it could not record the
+			// handle): never create the message a second time; settle it like any interrupted
+			// final.
+			return d.existing(ctx, in, msg, b, key, digest, intent, rev, at)
+		}
+	}
+	// The record is this final's: no display call starts from here on. Stop the streamed
+	// display and wait for a call in flight; a message this process created but could not record
+	// is edited, never created again.
 	shownID, err := d.assemble.FinishHandle(ctx, b.Channel, msg.MessageID)
 	if err != nil {
 		return profile.Ack{}, err
 	}
-	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
-	rev, cur, err := d.records.Create(ctx, key, intent)
-	var prev *Record // the displaying record the intent replaced, restored on a rejection
-	switch {
-	case errors.Is(err, errExists) && cur.State == StateDisplaying:
-		p := cur
-		prev = &p
-		intent.TargetMessageID = cur.TargetMessageID
-		if intent.TargetMessageID == "" {
-			intent.TargetMessageID = shownID // created by this process, its handle not recorded
-		}
-		if intent.TargetMessageID == "" && cur.Worker != d.cfg.Worker {
-			// Another process began creating the streamed message and died before recording its
-			// handle: it may be shown. Never create it a second time; settle it like any
-			// interrupted final.
-			if rev, err = d.records.Update(ctx, key, intent, rev); err != nil {
-				return profile.Ack{}, err
-			}
-			return d.existing(ctx, in, msg, b, key, digest, intent, rev)
-		}
-		if rev, err = d.records.Update(ctx, key, intent, rev); err != nil {
-			return profile.Ack{}, err
-		}
-	case errors.Is(err, errExists):
-		return d.existing(ctx, in, msg, b, key, digest, cur, rev)
-	case err != nil:
-		return profile.Ack{}, err
+	if intent.TargetMessageID == "" && shownID != "" {
+		intent.TargetMessageID = shownID
 	}
-	release := func() error {
-		if prev != nil {
-			_, err := d.records.Update(ctx, key, *prev, rev)
-			return err
-		}
-		return d.records.Delete(ctx, key, rev)
-	}
+	release := func() error { return d.records.Undo(ctx, key, in.PacketID, prev) }
 
 	files, perr, err := d.resolveFiles(ctx, b.Channel, msg.Files)
 	if perr != nil || err != nil {
@@ -153,7 +204,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		}
 		return profile.Rejected(msg.MessageID, perr), nil
 	}
-	d.activity.Clear(b.Channel) // the final clears a shown status (P-ACT-5)
+	d.clear.ClearStatus(ctx, b.Channel, at) // the final clears a shown status (P-ACT-5), after any status call in flight
 
 	// From here the target may be touched: the intent stays unless the target refused.
 	targetID, terr := d.callTarget(ctx, b, intent.TargetMessageID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
@@ -176,7 +227,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 }
 
 // existing answers a final whose message_id already has a delivering, done or unknown record.
-func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64) (profile.Ack, error) {
+func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64, at Place) (profile.Ack, error) {
 	if cur.Digest != digest {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", msg.MessageID)), nil
 	}
@@ -189,7 +240,7 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		// may not show the message. Never send blindly (P-STATE-8): ask the target if it can
 		// tell, or redo the final edit of a displayed message, which replaces the whole content
 		// and so shows the same thing however often it is applied.
-		if ack, ok, err := d.reconcile(ctx, in, msg, b, key, digest, cur, rev); ok || err != nil {
+		if ack, ok, err := d.reconcile(ctx, in, msg, b, key, digest, cur, rev, at); ok || err != nil {
 			return ack, err
 		}
 		cur.State = StateUnknown
@@ -209,7 +260,7 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 // exists → the final is applied by an edit; nothing shown → delivered afresh. Otherwise a final
 // whose message was displayed (the record holds its target id) on an editable target is applied
 // again by an edit. Anything else stays in doubt.
-func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64) (profile.Ack, bool, error) {
+func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64, at Place) (profile.Ack, bool, error) {
 	targetID, final := cur.TargetMessageID, false
 	if r, ok := b.Target.(target.Reconciler); ok {
 		id, isFinal, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
@@ -221,7 +272,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 				return profile.Ack{}, false, err
 			}
 			d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "not_shown")
-			ack, err := d.deliver(ctx, in, msg, b)
+			ack, err := d.deliver(ctx, in, msg, b, at)
 			return ack, true, err
 		}
 		targetID, final = id, isFinal
@@ -232,7 +283,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 			return profile.Ack{}, false, err
 		}
 		d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "sent_again_deduped")
-		ack, err := d.deliver(ctx, in, msg, b)
+		ack, err := d.deliver(ctx, in, msg, b, at)
 		return ack, true, err
 	}
 	if _, canEdit := b.Target.(target.Editor); !final && (targetID == "" || !canEdit) {
@@ -267,9 +318,23 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 
 // complete records the completed message_id; a failure is retried briefly and then only logged
 // (the ack is still true, and the in-memory cache answers retransmissions in this process).
+// rev is the intent's revision as this stage last wrote it: a display lease released meanwhile
+// (another process) changed it, and then the record is read again.
 func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev uint64) {
 	op := func() error {
-		_, err := d.records.Update(ctx, key, rec, rev)
+		if rev != 0 {
+			_, err := d.records.Update(ctx, key, rec, rev)
+			if rev = 0; !errors.Is(err, jetstream.ErrKeyExists) {
+				return err
+			}
+		}
+		_, _, err := d.records.Modify(ctx, key, func(r *Record) bool {
+			if r.State != StateDelivering || r.Digest != rec.Digest {
+				return false // not this message's intent any more: nothing to complete
+			}
+			*r = rec
+			return true
+		})
 		return err
 	}
 	bo := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond)), 5), ctx)
@@ -279,10 +344,15 @@ func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev ui
 }
 
 // callTarget edits the streamed message, or sends the final, retrying retryable failures within
-// the budget.
+// the budget. A failure that names its retry time (target.RetryAfterError) is retried no sooner:
+// only this channel's lane waits (and its display calls, through the pacer); a retry time past the
+// budget ends the retries at once.
 func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m target.Message) (string, error) {
 	editor, canEdit := b.Target.(target.Editor)
-	op := func() error {
+	call := func() error {
+		if err := d.pacer.Wait(ctx, b.Channel); err != nil {
+			return err
+		}
 		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 		defer cancel()
 		start := time.Now()
@@ -303,15 +373,33 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 			outcome = errorCode(err)
 		}
 		d.metrics.TargetCalls.WithLabelValues(b.Adapter, name, outcome).Observe(time.Since(start).Seconds())
-		var pe *profile.Error
-		if err != nil && errors.As(err, &pe) && !pe.Retryable {
-			return backoff.Permanent(err)
-		}
 		return err
 	}
-	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(2*time.Second), backoff.WithMaxElapsedTime(d.cfg.RetryBudget))
-	err := backoff.Retry(op, backoff.WithContext(bo, ctx))
-	return targetID, err
+	deadline := time.Now().Add(d.cfg.RetryBudget)
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxInterval(2*time.Second), backoff.WithMaxElapsedTime(0))
+	for {
+		err := call()
+		var pe *profile.Error
+		if err == nil || ctx.Err() != nil || (errors.As(err, &pe) && !pe.Retryable) {
+			return targetID, err
+		}
+		wait := bo.NextBackOff()
+		if after, ok := target.RetryAfterOf(err); ok {
+			wait = after
+			d.pacer.Pause(b.Channel, after)
+			d.metrics.LaneWaits.WithLabelValues(b.Adapter).Inc()
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return targetID, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return targetID, err
+		}
+	}
 }
 
 func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profile.File) ([]target.File, *profile.Error, error) {

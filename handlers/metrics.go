@@ -19,6 +19,9 @@ type Metrics struct {
 	DeltasIgnored *prometheus.CounterVec   // ximd_deltas_ignored_total{reason}
 	Redeliveries  prometheus.Counter       // ximd_redeliveries_total
 	ActivityFails prometheus.Counter       // ximd_activity_failures_total
+	ActivityStale prometheus.Counter       // ximd_activity_stale_total
+	LaneWaits     *prometheus.CounterVec   // ximd_lane_rate_limit_waits_total{adapter}
+	Replies       *prometheus.CounterVec   // ximd_replies_total{outcome}
 	InboundAge    prometheus.Histogram     // ximd_inbound_age_seconds
 	// Completed reports the completed-ID stores' sizes at scrape time: ximd_completed_ids_cached,
 	// ximd_message_records, ximd_message_records_bytes (see completedCollector).
@@ -57,6 +60,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ActivityFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ximd_activity_failures_total", Help: "Activity display calls that failed (never affect messages).",
 		}),
+		ActivityStale: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ximd_activity_stale_total", Help: "Activity snapshots not shown because a later final or displayed delta of their channel had cleared the status.",
+		}),
+		LaneWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_lane_rate_limit_waits_total", Help: "Times a channel's lane waited for its target's retry-after (rate limit) before calling it again, by adapter.",
+		}, []string{"adapter"}),
+		Replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ximd_replies_total", Help: "Acks and error packets for xAgent, by outcome: sent (written to a connection), queued (no live connection: kept in XIM_REPLIES), sent_late (a queued one sent), unknown (the gateway did not answer in time; xAgent's retransmission recovers it).",
+		}, []string{"outcome"}),
 		InboundAge: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ximd_inbound_age_seconds",
 			Help:    "Time from a gateway receiving a packet to a worker stage taking it (queueing in XIM_IN included).",
@@ -65,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Completed: newCompletedCollector(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.InboundAge, m.Completed)
+		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.ActivityStale, m.LaneWaits, m.Replies, m.InboundAge, m.Completed)
 	}
 	return m
 }

@@ -214,23 +214,22 @@ func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack)
 		o.metrics.ignored.WithLabelValues("unknown").Inc()
 		return nil
 	}
-	for attempt := 0; ; attempt++ {
-		if attempt == 10 {
-			return fmt.Errorf("outbox: %s kept changing under the ack", key) // retried by the router
-		}
-		r, rev, err := o.get(ctx, key)
-		if err != nil {
-			return err
+	var r OutRecord
+	var finished bool
+	err = compareAndSet(func() (bool, error) {
+		var rev uint64
+		var err error
+		if r, rev, err = o.get(ctx, key); err != nil {
+			return true, err
 		}
 		if rev == 0 {
 			o.metrics.ignored.WithLabelValues("unknown").Inc()
-			return nil
+			return true, nil
 		}
 		if r.State != OutPending {
 			o.metrics.ignored.WithLabelValues("finished").Inc()
-			return nil
+			return true, nil
 		}
-		o.metrics.acks.WithLabelValues(ack.Status).Inc()
 		retryable := ack.Retryable != nil && *ack.Retryable
 		switch {
 		case ack.Status == profile.AckAccepted || ack.Status == profile.AckDuplicate:
@@ -242,16 +241,22 @@ func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack)
 		}
 		err = o.update(ctx, key, r, rev)
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			continue // changed under us (a send): read again
+			return false, nil // changed under us (a send): read again
 		}
 		if err != nil {
-			return fmt.Errorf("outbox: update %s: %w", key, err)
+			return true, fmt.Errorf("outbox: update %s: %w", key, err)
 		}
-		if r.State != OutPending {
-			o.finish(ctx, channel, ack.MessageID, r)
-		}
-		return nil
+		o.metrics.acks.WithLabelValues(ack.Status).Inc()
+		finished = r.State != OutPending
+		return true, nil
+	})
+	if err != nil {
+		return err // retried by the router
 	}
+	if finished {
+		o.finish(ctx, channel, ack.MessageID, r)
+	}
+	return nil
 }
 
 // finish removes a message's work item and, for a failure, makes it visible.
@@ -276,7 +281,7 @@ func (o *Outbox) addFailure(ctx context.Context, channel string, f Failure) erro
 	if err != nil {
 		return err
 	}
-	for attempt := 0; attempt < 10; attempt++ {
+	return compareAndSet(func() (bool, error) {
 		var list []Failure
 		var rev uint64
 		e, err := o.kv.Get(ctx, key)
@@ -285,7 +290,7 @@ func (o *Outbox) addFailure(ctx context.Context, channel string, f Failure) erro
 			rev = e.Revision()
 			_ = json.Unmarshal(e.Value(), &list)
 		case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
-			return err
+			return true, err
 		}
 		list = append([]Failure{f}, list...)
 		if len(list) > maxFailures {
@@ -297,11 +302,11 @@ func (o *Outbox) addFailure(ctx context.Context, channel string, f Failure) erro
 		} else {
 			_, err = o.kv.Update(ctx, key, b, rev)
 		}
-		if err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
-			return err
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil // changed meanwhile: read again
 		}
-	}
-	return errors.New("failure list: too much contention")
+		return true, err
+	})
 }
 
 // Failures returns a channel's recent terminal failures, newest first.
@@ -346,8 +351,8 @@ func (o *Outbox) PurgeChannel(ctx context.Context, channel string) error {
 	}
 	subject, _ := subjects.Out(channel)
 	var errs []error
-	if s, err := o.js.Stream(ctx, "KV_"+subjects.BucketOutbox); err == nil {
-		errs = append(errs, s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+subjects.BucketOutbox+"."+keys)))
+	if s, err := o.js.Stream(ctx, subjects.KVStream(subjects.BucketOutbox)); err == nil {
+		errs = append(errs, s.Purge(ctx, jetstream.WithPurgeSubject(subjects.KVKeys(subjects.BucketOutbox, keys))))
 	} else {
 		errs = append(errs, err)
 	}
@@ -365,7 +370,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { o.handle(ctx, m) }, jetstream.PullMaxMessages(256))
+	cc, err := cons.Consume(func(m jetstream.Msg) { settle(m, o.handle(ctx, m), o.logger) }, jetstream.PullMaxMessages(256))
 	if err != nil {
 		return fmt.Errorf("outbox: consume: %w", err)
 	}
@@ -376,28 +381,24 @@ func (o *Outbox) Run(ctx context.Context) error {
 }
 
 // handle is one check of a work item: send if still pending, then schedule the next check.
-func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) {
+func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 	key := string(m.Data())
 	channel := channelOfKey(key)
 	r, rev, err := o.get(ctx, key)
 	if err != nil {
 		o.logger.Warn("outbound_record_unavailable", "stage", "outbound", "err", err)
-		_ = m.NakWithDelay(time.Second)
-		return
+		return again(time.Second)
 	}
 	if rev == 0 {
 		// Submit writes the work item before the record: give the record a moment, then drop an
 		// item whose submitter died in between (the target redelivers its message).
 		if md, err := m.Metadata(); err == nil && time.Since(md.Timestamp) < orphanGrace {
-			_ = m.NakWithDelay(50 * time.Millisecond)
-			return
+			return again(50 * time.Millisecond)
 		}
-		_ = m.Ack()
-		return
+		return done
 	}
 	if r.State != OutPending {
-		_ = m.Ack() // finished
-		return
+		return done // finished
 	}
 	now := time.Now()
 	var mm profile.Message
@@ -405,25 +406,21 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) {
 	if now.Sub(time.UnixMilli(r.CreatedAt)) > o.cfg.MaxAge {
 		r.State, r.Code, r.Message = OutExpired, codeExpired, fmt.Sprintf("no terminal ack within %s (%d sends)", o.cfg.MaxAge, r.Attempts)
 		if err := o.update(ctx, key, r, rev); err != nil {
-			_ = m.NakWithDelay(time.Second)
-			return
+			return again(time.Second)
 		}
-		_ = m.Ack()
 		o.finish(ctx, channel, mm.MessageID, r)
-		return
+		return done
 	}
 	pkt, err := profile.NewPacket(channel, profile.TypeMessage, "", json.RawMessage(r.Payload))
 	if err != nil {
 		o.logger.Error("outbound_packet_invalid", "channel", channel, "message_id", mm.MessageID, "err", err)
-		_ = m.Term()
-		return
+		return dropped("ximd outbound: the stored message is not a valid packet")
 	}
 	// Record the send before it happens, so an ack (which may come at once) finds this packet.
 	r.Attempts++
 	r.PacketID, r.SentAt = pkt.PacketID, now.UnixMilli()
 	if err := o.update(ctx, key, r, rev); err != nil {
-		_ = m.NakWithDelay(100 * time.Millisecond) // changed meanwhile (an ack): check again
-		return
+		return again(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
 	sent := o.send(ctx, b)
@@ -434,7 +431,7 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) {
 	} else {
 		o.metrics.sends.WithLabelValues("no_connection").Inc()
 	}
-	_ = m.NakWithDelay(delay)
+	return again(delay)
 }
 
 // send hands a packet to a gateway with a live xAgent connection.

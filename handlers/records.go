@@ -39,6 +39,10 @@ type Record struct {
 	TargetMessageID string `json:"target_message_id,omitempty"`
 	Worker          string `json:"worker,omitempty"`
 	At              int64  `json:"at"`
+	// Until (Unix ms) is the display lease of a displaying record: a display call of Worker may
+	// be in flight until then. A final delivered by another process waits for it (the stages
+	// may run in different processes).
+	Until int64 `json:"until,omitempty"`
 }
 
 // Records keeps the stages' per-message records in one KV bucket, so a final needs one write to
@@ -109,6 +113,68 @@ func (r *Records) Update(ctx context.Context, key string, rec Record, rev uint64
 	return n, nil
 }
 
+// Modify changes a message's record by compare-and-set: f gets the current record and returns
+// whether to store its change; a concurrent change makes it read and try again (up to
+// casAttempts). It returns the record as stored (or as found, when f declined) and its revision;
+// revision 0 when the message has no record (f is not called).
+func (r *Records) Modify(ctx context.Context, key string, f func(*Record) bool) (Record, uint64, error) {
+	var rec Record
+	var rev uint64
+	err := compareAndSet(func() (bool, error) {
+		var err error
+		if rec, rev, err = r.Get(ctx, key); err != nil || rev == 0 || !f(&rec) {
+			return true, err
+		}
+		n, err := r.Update(ctx, key, rec, rev)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil // changed meanwhile: read again
+		}
+		rev = n
+		return true, err
+	})
+	return rec, rev, err
+}
+
+// Undo takes back the intent of packetID on a message whose target refused its final: the record
+// returns to prev (the displaying record the intent replaced), or goes when prev is nil, so a
+// retransmission is processed afresh. A record that is no longer that intent is left alone.
+func (r *Records) Undo(ctx context.Context, key, packetID string, prev *Record) error {
+	return compareAndSet(func() (bool, error) {
+		cur, rev, err := r.Get(ctx, key)
+		if err != nil || rev == 0 || cur.State != StateDelivering || cur.PacketID != packetID {
+			return true, err
+		}
+		if prev != nil {
+			_, err = r.Update(ctx, key, *prev, rev)
+		} else {
+			err = r.Delete(ctx, key, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil // a display release changed it meanwhile: read again
+		}
+		return true, err
+	})
+}
+
+// casAttempts bounds a compare-and-set loop: beyond it the value changes faster than it can be
+// read and written, which only a bug explains.
+const casAttempts = 10
+
+// errContention is returned when a compare-and-set lost casAttempts times in a row.
+var errContention = errors.New("compare-and-set: too many concurrent changes")
+
+// compareAndSet runs try (read, change, conditional write) until it reports done, at most
+// casAttempts times. It is every read-modify-write of the stages' KV state.
+func compareAndSet(try func() (done bool, err error)) error {
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		done, err := try()
+		if done || err != nil {
+			return err
+		}
+	}
+	return errContention
+}
+
 // Delete removes a record if it is still at revision rev.
 func (r *Records) Delete(ctx context.Context, key string, rev uint64) error {
 	if err := r.kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
@@ -124,8 +190,8 @@ func (r *Records) CountChannel(ctx context.Context, channel string) (uint64, err
 	if err != nil {
 		return 0, err
 	}
-	c, err := r.js.OrderedConsumer(ctx, "KV_"+subjects.BucketMessages, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"$KV." + subjects.BucketMessages + "." + keys},
+	c, err := r.js.OrderedConsumer(ctx, subjects.KVStream(subjects.BucketMessages), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subjects.KVKeys(subjects.BucketMessages, keys)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		HeadersOnly:    true,
 	})
@@ -145,11 +211,11 @@ func (r *Records) PurgeChannel(ctx context.Context, channel string) error {
 	if err != nil {
 		return err
 	}
-	s, err := r.js.Stream(ctx, "KV_"+subjects.BucketMessages)
+	s, err := r.js.Stream(ctx, subjects.KVStream(subjects.BucketMessages))
 	if err != nil {
 		return fmt.Errorf("purge records: %w", err)
 	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+subjects.BucketMessages+"."+keys)); err != nil {
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(subjects.KVKeys(subjects.BucketMessages, keys))); err != nil {
 		return fmt.Errorf("purge records: %w", err)
 	}
 	return nil

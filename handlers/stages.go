@@ -9,7 +9,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -38,7 +37,7 @@ func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer,
 func (s *Stages) Handle(msg *message.Message) error {
 	ctx := msg.Context()
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
-	if n, _ := strconv.Atoi(msg.Metadata.Get(bus.MetaNumDelivered)); n > 1 {
+	if n, _ := strconv.Atoi(msg.Metadata.Get(subjects.MetaNumDelivered)); n > 1 {
 		s.metrics.Redeliveries.Inc()
 	} else if at, err := strconv.ParseInt(msg.Metadata.Get(subjects.HeaderReceived), 10, 64); err == nil {
 		s.metrics.InboundAge.Observe(time.Since(time.Unix(0, at)).Seconds())
@@ -74,11 +73,12 @@ func (s *Stages) Handle(msg *message.Message) error {
 		}
 		return s.replies.Error(ctx, from, env, rej.Err)
 	}
+	at := placeOf(msg)
 	switch {
 	case p.Message != nil:
-		return s.deliver.Deliver(ctx, from, env, *p.Message, b)
+		return s.deliver.Deliver(ctx, from, env, *p.Message, b, at)
 	case p.Delta != nil:
-		perr, err := s.assemble.Apply(ctx, b, *p.Delta, s.deliver.Completed(b.Channel, p.Delta.MessageID))
+		perr, err := s.assemble.Apply(ctx, b, *p.Delta, at, s.deliver.Completed(b.Channel, p.Delta.MessageID))
 		if err != nil {
 			return err
 		}
@@ -86,11 +86,17 @@ func (s *Stages) Handle(msg *message.Message) error {
 			return s.replies.Error(ctx, from, env, perr)
 		}
 	case p.Activity != nil:
-		s.activity.Show(b, *p.Activity)
+		s.activity.Show(b, *p.Activity, at.Seq)
 	case p.Ack != nil:
 		return s.outbox.HandleAck(ctx, b.Channel, *p.Ack)
 	}
 	return nil
+}
+
+// placeOf reads a stored packet's place from the subscriber's metadata.
+func placeOf(msg *message.Message) Place {
+	seq, _ := strconv.ParseUint(msg.Metadata.Get(subjects.MetaStreamSeq), 10, 64)
+	return Place{Partition: subjects.PartitionOfStored(msg.Metadata.Get(subjects.MetaSubject)), Seq: seq}
 }
 
 // ChannelClosed drops every piece of a closed channel's state held in this worker.

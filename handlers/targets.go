@@ -6,13 +6,12 @@ import (
 	"sync"
 
 	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/profile"
 )
 
 // ChannelSource looks channels up (the channel registry).
 type ChannelSource interface {
-	Lookup(ctx context.Context, id string) (channels.Channel, bool, error)
+	Lookup(ctx context.Context, id string) (target.Channel, bool, error)
 }
 
 // Bound is a channel's open target.

@@ -29,5 +29,5 @@ func (s *Stages) answerTool(ctx context.Context, from Origin, in profile.Envelop
 		return s.replies.Error(ctx, from, in, profile.Errorf(profile.CodeInvalidPacket, "tool.invoke payload needs an invocation_id"))
 	}
 	e := profile.ErrorPayloadOf(profile.Errorf(profile.CodeToolNotSupported, "tool %q is not available in this ximd", ti.Tool))
-	return s.replies.send(from, in.ChannelID, profile.TypeToolResult, in.PacketID, toolResult{InvocationID: ti.InvocationID, Error: &e})
+	return s.replies.send(ctx, from, in.ChannelID, profile.TypeToolResult, in.PacketID, toolResult{InvocationID: ti.InvocationID, Error: &e})
 }

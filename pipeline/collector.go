@@ -76,7 +76,7 @@ func (c *StreamCollector) read(ctx context.Context) ([]prometheus.Metric, error)
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
 	}
-	for _, name := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamPoison} {
+	for _, name := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamReplies, subjects.StreamPoison} {
 		s, err := c.js.Stream(ctx, name)
 		if err != nil {
 			return nil, err

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -105,6 +109,17 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Name:        subjects.StreamReplies,
+		Description: "ximd acks and error packets for xAgent that found no live connection: sent once one is back",
+		Subjects:    []string{subjects.RepliesAll},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxAge:      ReplyMaxAge,
+		MaxBytes:    64 << 20,
+		Duplicates:  2 * time.Minute,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Name:        subjects.StreamPoison,
 		Description: "ximd messages a pipeline stage gave up on (header reason_poisoned)",
 		Subjects:    []string{subjects.PoisonAll},
@@ -161,13 +176,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 			return fmt.Errorf("provision bucket %s: %w", bc.Bucket, err)
 		}
 	}
-	for p := 0; p < c.Partitions; p++ {
-		if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamIn, PartitionConsumerConfig(p)); err != nil {
-			return fmt.Errorf("provision consumer %s: %w", subjects.PartitionConsumer(p), err)
-		}
+	if err := provisionStages(ctx, js, c.Partitions); err != nil {
+		return err
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamOut, OutboundConsumerConfig()); err != nil {
 		return fmt.Errorf("provision consumer %s: %w", subjects.OutboundConsumer, err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamReplies, RepliesConsumerConfig()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", subjects.RepliesConsumer, err)
 	}
 	return nil
 }
@@ -186,50 +202,113 @@ func OutboundConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
+// ReplyMaxAge is how long a queued reply waits for xAgent to connect: past it xAgent has long
+// retransmitted its packet, which is answered afresh (duplicate).
+const ReplyMaxAge = time.Hour
+
+// RepliesConsumerConfig is the durable consumer of XIM_REPLIES: a reply is re-tried by
+// NakWithDelay until a gateway with a live connection takes it.
+func RepliesConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       subjects.RepliesConsumer,
+		Description:   "ximd sends acks and error packets queued while xAgent had no live connection",
+		FilterSubject: subjects.RepliesAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       OutboundAckWait,
+		MaxAckPending: 10000,
+	}
+}
+
 // OutboundAckWait is the outbound consumer's ack wait: a work item not acked or re-scheduled
 // within it (its worker died) is taken by another worker.
 const OutboundAckWait = 30 * time.Second
 
-// Partition consumer settings. The subscriber extends AckWait with progress acks (every
-// AckWait/2) while a stage works, however long its bounded target retries take; a worker that
-// died has its messages redelivered AckWait after its last progress ack.
+// Stage consumer settings. The subscriber extends AckWait with progress acks (every AckWait/2)
+// while a stage works, however long its target retries take; a worker that died has its messages
+// redelivered AckWait after its last progress ack. MaxAckPending bounds what one stage partition
+// holds across its channels' lanes (the subscriber holds at most StageMaxHeld of it).
 const (
-	PartitionAckWait       = 4 * time.Second
-	PartitionMaxAckPending = 1024
+	StageAckWait       = 4 * time.Second
+	StageMaxAckPending = 1024
+	StageMaxHeld       = 512
 )
 
-// PartitionGroup is the pinned priority group of the partition consumers: however many workers
-// subscribe, the server delivers a partition to one of them at a time (per-channel order). The
+// StageGroup is the pinned priority group of the stage consumers: however many workers subscribe,
+// the server delivers a stage's partition to one of them at a time (per-channel order). The
 // holder keeps pulling while busy; a worker that leaves hands its pins back at once, and one
-// that dies loses them PartitionPinnedTTL after its last pull. PartitionPinnedTTL exceeds
-// PartitionAckWait plus the subscriber's pull interval while busy (TTL/4, checked every
-// AckWait/4): the dead worker's messages are due for redelivery before any other worker is
-// pinned, and the server redelivers before it delivers newer messages, so the partition's order
-// holds across the take-over.
+// that dies loses them StagePinnedTTL after its last pull. StagePinnedTTL exceeds StageAckWait
+// plus the subscriber's pull interval while busy (TTL/4, checked every AckWait/4): the dead
+// worker's messages are due for redelivery before any other worker is pinned, and the server
+// redelivers before it delivers newer messages, so each channel's order holds across the
+// take-over.
 const (
-	PartitionGroup     = "workers"
-	PartitionPinnedTTL = 10 * time.Second
+	StageGroup     = "workers"
+	StagePinnedTTL = 10 * time.Second
 )
 
-// PartitionConsumerConfig is the durable consumer of partition p.
-func PartitionConsumerConfig(p int) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:        subjects.PartitionConsumer(p),
-		Description:    fmt.Sprintf("ximd worker stages for inbound partition %d", p),
-		FilterSubject:  subjects.Partition(p),
+// Stages is every worker stage and the packet kinds it consumes (from the profile catalog).
+func Stages() map[string][]string { return profile.Default().Stages() }
+
+// StageNames is the sorted list of the worker stages.
+func StageNames() []string { return slices.Sorted(maps.Keys(Stages())) }
+
+// StageConsumerConfig is the durable consumer of partition p of stage, which consumes kinds.
+func StageConsumerConfig(stage string, p int, kinds []string) (jetstream.ConsumerConfig, error) {
+	filters := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		f, err := subjects.StageFilter(p, k)
+		if err != nil {
+			return jetstream.ConsumerConfig{}, err
+		}
+		filters = append(filters, f)
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:        subjects.StageConsumer(stage, p),
+		Description:    fmt.Sprintf("ximd %s stage, inbound partition %d (%s)", stage, p, strings.Join(kinds, ", ")),
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckWait:        PartitionAckWait,
-		MaxAckPending:  PartitionMaxAckPending,
-		PriorityGroups: []string{PartitionGroup},
+		AckWait:        StageAckWait,
+		MaxAckPending:  StageMaxAckPending,
+		PriorityGroups: []string{StageGroup},
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PinnedTTL:      PartitionPinnedTTL,
+		PinnedTTL:      StagePinnedTTL,
 	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	return cc, nil
+}
+
+// provisionStages creates or updates every stage consumer, after deleting the single partition
+// consumers of earlier versions (their filters overlap the stages', which a work-queue stream
+// refuses; the packets they held stay in the stream for the stages).
+func provisionStages(ctx context.Context, js jetstream.JetStream, partitions int) error {
+	for p := 0; p < partitions; p++ {
+		err := js.DeleteConsumer(ctx, subjects.StreamIn, subjects.LegacyPartitionConsumer(p))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("provision: delete consumer %s: %w", subjects.LegacyPartitionConsumer(p), err)
+		}
+	}
+	for stage, kinds := range Stages() {
+		for p := 0; p < partitions; p++ {
+			cc, err := StageConsumerConfig(stage, p, kinds)
+			if err == nil {
+				_, err = js.CreateOrUpdateConsumer(ctx, subjects.StreamIn, cc)
+			}
+			if err != nil {
+				return fmt.Errorf("provision consumer %s: %w", subjects.StageConsumer(stage, p), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Ready reports whether every stream, bucket and partition consumer exists (GET /readyz).
 func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
-	for _, s := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamPoison} {
+	for _, s := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamReplies, subjects.StreamPoison} {
 		if _, err := js.Stream(ctx, s); err != nil {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
@@ -242,9 +321,11 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 	if _, err := js.ObjectStore(ctx, subjects.BucketFiles); err != nil {
 		return fmt.Errorf("object store %s: %w", subjects.BucketFiles, err)
 	}
-	for p := 0; p < c.Partitions; p++ {
-		if _, err := js.Consumer(ctx, subjects.StreamIn, subjects.PartitionConsumer(p)); err != nil {
-			return fmt.Errorf("consumer %s: %w", subjects.PartitionConsumer(p), err)
+	for _, stage := range StageNames() {
+		for p := 0; p < c.Partitions; p++ {
+			if _, err := js.Consumer(ctx, subjects.StreamIn, subjects.StageConsumer(stage, p)); err != nil {
+				return fmt.Errorf("consumer %s: %w", subjects.StageConsumer(stage, p), err)
+			}
 		}
 	}
 	return nil

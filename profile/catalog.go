@@ -66,6 +66,11 @@ type PacketType struct {
 	// NeedsAck is true for types every instance of which is answered by exactly one
 	// chat.message.ack (chat.message; edge-api §5.1).
 	NeedsAck bool
+	// Stage is the worker stage that processes the type when it arrives from xAgent: "deliver"
+	// (finals and tool invocations, one channel's in order), "assemble" (deltas), "activity",
+	// "acks" (xAgent's acks of user messages). Every FromAgent type has one; each stage is its
+	// own durable consumer.
+	Stage string
 }
 
 //go:embed catalog.json
@@ -130,6 +135,21 @@ func (c *Catalog) Emits(packetType string) bool {
 	return ok
 }
 
+// Stages returns the worker stages and, for each, the kinds of the FromAgent types it processes
+// (sorted), e.g. "deliver": ["message", "tool"].
+func (c *Catalog) Stages() map[string][]string {
+	out := map[string][]string{}
+	for _, t := range c.byDir[FromAgent] {
+		if !slices.Contains(out[t.Stage], t.Kind) {
+			out[t.Stage] = append(out[t.Stage], t.Kind)
+		}
+	}
+	for _, kinds := range out {
+		slices.Sort(kinds)
+	}
+	return out
+}
+
 // Types returns the packet types allowed in direction d, in catalog order (a copy).
 func (c *Catalog) Types(d Direction) []PacketType {
 	if !d.valid() {
@@ -161,6 +181,7 @@ type forbiddenKeys struct {
 type packetTypeSpec struct {
 	Name       string   `json:"name"`
 	Kind       string   `json:"kind"`
+	Stage      string   `json:"stage"`
 	NeedsAck   bool     `json:"needs_ack"`
 	Payload    string   `json:"payload"`
 	Directions []string `json:"directions"`
@@ -374,6 +395,7 @@ func (c *Catalog) loadCatalog(data []byte) error {
 		c.lookup[d] = map[string]PacketType{}
 	}
 	seen := map[string]bool{}
+	kindStage := map[string]string{}
 	for _, t := range f.PacketTypes {
 		if t.Name == "" {
 			bad("packet_types: an entry has no name")
@@ -389,7 +411,19 @@ func (c *Catalog) loadCatalog(data []byte) error {
 		if len(t.Directions) == 0 {
 			bad("packet type %s: no directions", t.Name)
 		}
-		pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck}
+		pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck, Stage: t.Stage}
+		fromAgent := slices.Contains(t.Directions, "xagent_to_connector")
+		switch {
+		case fromAgent && !isLowerToken(t.Stage):
+			bad("packet type %s: accepted from xAgent, so it needs a stage (a lower-case token), got %q", t.Name, t.Stage)
+		case !fromAgent && t.Stage != "":
+			bad("packet type %s: a stage for a type ximd never receives", t.Name)
+		case fromAgent && kindStage[t.Kind] != "" && kindStage[t.Kind] != t.Stage:
+			// A stage consumer selects its packets by kind (the subject's last token).
+			bad("packet type %s: kind %q already belongs to stage %s", t.Name, t.Kind, kindStage[t.Kind])
+		case fromAgent:
+			kindStage[t.Kind] = t.Stage
+		}
 		for _, dn := range t.Directions {
 			d, ok := directionNames[dn]
 			if !ok {

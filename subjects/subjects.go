@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -17,6 +18,7 @@ const (
 	StreamIn       = "XIM_IN"
 	StreamPoison   = "XIM_POISON"
 	StreamOut      = "XIM_OUT"
+	StreamReplies  = "XIM_REPLIES"
 	BucketChannels = "xim_channels"
 	BucketMessages = "xim_messages"
 	BucketOutbox   = "xim_outbox"
@@ -29,9 +31,13 @@ const (
 	poisonRoot = "xim.poison"
 	gwRoot     = "xim.gw"
 	outRoot    = "xim.out"
+	replyRoot  = "xim.reply"
+	clearRoot  = "xim.ctl.clear"
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
+	// ClearRequests matches every status clear request (see ClearRequest).
+	ClearRequests = clearRoot + ".*.*"
 	// WorkerHeartbeat is where every worker announces itself (and its leaving); the workers
 	// share the partitions among those they hear.
 	WorkerHeartbeat = "xim.ctl.workers"
@@ -43,6 +49,10 @@ const (
 	OutAll = outRoot + ".*"
 	// OutboundConsumer is the durable consumer of XIM_OUT.
 	OutboundConsumer = "outbound"
+	// RepliesAll matches every queued reply (the XIM_REPLIES stream's subject).
+	RepliesAll = replyRoot + ".*"
+	// RepliesConsumer is the durable consumer of XIM_REPLIES.
+	RepliesConsumer = "replies"
 	// InAll matches every inbound subject a gateway publishes (the XIM_IN stream's subject).
 	InAll = inRoot + ".*.*"
 	// PoisonAll matches every poison subject.
@@ -72,12 +82,45 @@ func In(channel, kind string) (string, error) {
 	return inRoot + "." + channel + "." + kind, nil
 }
 
+// ClearRequest is the core NATS subject on which a deliver or assemble stage asks the activity
+// stage serving partition p of the channel to clear its status up to a stream sequence (the
+// payload, decimal) and answer once no status call is in flight.
+func ClearRequest(p int, channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s.%d.%s", clearRoot, p, channel), nil
+}
+
+// ParseClearRequest reads a ClearRequest subject.
+func ParseClearRequest(subject string) (p int, channel string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, clearRoot+".")
+	if !ok {
+		return 0, "", false
+	}
+	ps, channel, ok := strings.Cut(rest, ".")
+	p, err := strconv.Atoi(ps)
+	if !ok || err != nil || p < 0 || Token(channel) != nil {
+		return 0, "", false
+	}
+	return p, channel, true
+}
+
 // Out is the subject of a channel's outbound work items (one per pending user message).
 func Out(channel string) (string, error) {
 	if err := Token(channel); err != nil {
 		return "", err
 	}
 	return outRoot + "." + channel, nil
+}
+
+// QueuedReply is the subject of a channel's replies (acks, error packets) queued in XIM_REPLIES
+// until xAgent has a live connection.
+func QueuedReply(channel string) (string, error) {
+	if err := Token(channel); err != nil {
+		return "", err
+	}
+	return replyRoot + "." + channel, nil
 }
 
 // FailuresKey is the BucketOutbox key holding a channel's recent terminal failures. No message
@@ -95,8 +138,28 @@ func PartitionTransform(n int) (src, dst string) {
 	return InAll, fmt.Sprintf("%s.{{partition(%d,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", partRoot, n)
 }
 
-// Partition is the filter subject of partition p (0-based).
-func Partition(p int) string { return fmt.Sprintf("%s.%d.>", partRoot, p) }
+// StageFilter is the filter subject of the packets of one kind in partition p (0-based), e.g.
+// "xim.part.3.*.delta": a stage consumer filters its partition by the kinds it processes.
+func StageFilter(p int, kind string) (string, error) {
+	if err := Token(kind); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s.%d.*.%s", partRoot, p, kind), nil
+}
+
+// ChannelOfStored is the channel of a stored XIM_IN subject ("xim.part.3.<channel>.<kind>"), or
+// "" when subject has another form. The stage consumers' lanes are channels.
+func ChannelOfStored(subject string) string {
+	rest, ok := strings.CutPrefix(subject, partRoot+".")
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[1]
+}
 
 // ChannelStored matches every stored XIM_IN subject of one channel (for purges).
 func ChannelStored(channel string) (string, error) {
@@ -106,8 +169,42 @@ func ChannelStored(channel string) (string, error) {
 	return partRoot + ".*." + channel + ".>", nil
 }
 
-// PartitionConsumer is the durable consumer name of partition p, e.g. "in-p03".
-func PartitionConsumer(p int) string { return fmt.Sprintf("in-p%02d", p) }
+// PartitionOfStored is the partition of a stored XIM_IN subject ("xim.part.3.<channel>.<kind>":
+// 3), or -1 when subject has another form.
+func PartitionOfStored(subject string) int {
+	rest, ok := strings.CutPrefix(subject, partRoot+".")
+	if !ok {
+		return -1
+	}
+	tok, _, _ := strings.Cut(rest, ".")
+	p, err := strconv.Atoi(tok)
+	if err != nil || p < 0 {
+		return -1
+	}
+	return p
+}
+
+// StageConsumer is the durable consumer name of a stage's partition p, e.g. "deliver-p03".
+func StageConsumer(stage string, p int) string { return fmt.Sprintf("%s-p%02d", stage, p) }
+
+// ParseStageConsumer splits a StageConsumer name into its stage and partition.
+func ParseStageConsumer(name string) (stage string, p int, ok bool) {
+	i := strings.LastIndex(name, "-p")
+	if i <= 0 || len(name) < i+4 {
+		return "", 0, false
+	}
+	for _, c := range name[i+2:] {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		p = p*10 + int(c-'0')
+	}
+	return name[:i], p, true
+}
+
+// LegacyPartitionConsumer is the name of partition p's single consumer of ximd before the stages
+// became consumers ("in-p03"). Its filter overlaps theirs, so provisioning deletes it.
+func LegacyPartitionConsumer(p int) string { return fmt.Sprintf("in-p%02d", p) }
 
 // Poison is the subject a stage's poisoned messages go to.
 func Poison(consumer string) (string, error) {
@@ -191,3 +288,27 @@ const (
 	// HeaderReceived is the gateway's receive time of a packet, Unix nanoseconds.
 	HeaderReceived = "Xim-Received"
 )
+
+// Metadata keys the bus subscriber sets on every message it delivers to a stage (they replace NATS
+// headers of the same name).
+const (
+	// MetaStream is the name of the stream the message was read from.
+	MetaStream = "Xim-Stream"
+	// MetaSubject is the subject the message is stored under (after any subject transform), e.g.
+	// "xim.part.3.<channel>.<kind>".
+	MetaSubject = "Xim-Subject"
+	// MetaStreamSeq is the message's stream sequence, in decimal.
+	MetaStreamSeq = "Xim-Stream-Seq"
+	// MetaNumDelivered is the message's delivery count, in decimal: JetStream's plus the
+	// subscriber's in-process redeliveries after Nack. "1" on the first delivery.
+	MetaNumDelivered = "Xim-Num-Delivered"
+)
+
+// KVStream is the stream that holds KV bucket b ("KV_<b>").
+func KVStream(b string) string { return "KV_" + b }
+
+// KVKeys is the stream subject of the keys of KV bucket b that match keys ("$KV.<b>.<keys>").
+func KVKeys(b, keys string) string { return "$KV." + b + "." + keys }
+
+// ObjectStream is the stream that holds Object Store bucket b ("OBJ_<b>").
+func ObjectStream(b string) string { return "OBJ_" + b }

@@ -80,8 +80,46 @@ func TestMessageKeyDistinct(t *testing.T) {
 }
 
 func TestPartitionNames(t *testing.T) {
-	if got := subjects.PartitionConsumer(3); got != "in-p03" {
-		t.Fatalf("PartitionConsumer(3) = %q", got)
+	if got := subjects.StageConsumer("deliver", 3); got != "deliver-p03" {
+		t.Fatalf("StageConsumer(deliver, 3) = %q", got)
+	}
+	for _, tc := range []struct {
+		name, stage string
+		p           int
+		ok          bool
+	}{{"deliver-p03", "deliver", 3, true}, {"assemble-p117", "assemble", 117, true}, {"in-p", "", 0, false}, {"deliver-px1", "", 0, false}, {"outbound", "", 0, false}} {
+		stage, p, ok := subjects.ParseStageConsumer(tc.name)
+		if stage != tc.stage || p != tc.p || ok != tc.ok {
+			t.Errorf("ParseStageConsumer(%q) = %q, %d, %v", tc.name, stage, p, ok)
+		}
+	}
+	if f, _ := subjects.StageFilter(2, "delta"); f != "xim.part.2.*.delta" {
+		t.Fatalf("StageFilter = %q", f)
+	}
+	if _, err := subjects.StageFilter(2, "a.b"); err == nil {
+		t.Fatal("StageFilter took an unsafe kind")
+	}
+	if s, _ := subjects.ClearRequest(5, "cch_1"); s != "xim.ctl.clear.5.cch_1" {
+		t.Fatalf("ClearRequest = %q", s)
+	}
+	if p, ch, ok := subjects.ParseClearRequest("xim.ctl.clear.5.cch_1"); !ok || p != 5 || ch != "cch_1" {
+		t.Fatalf("ParseClearRequest = %d %q %v", p, ch, ok)
+	}
+	for _, bad := range []string{"xim.ctl.clear.x.c", "xim.ctl.clear.5", "xim.ctl.clear.-1.c", "xim.other.5.c"} {
+		if _, _, ok := subjects.ParseClearRequest(bad); ok {
+			t.Errorf("ParseClearRequest(%q) accepted", bad)
+		}
+	}
+	if p := subjects.PartitionOfStored("xim.part.7.c.delta"); p != 7 {
+		t.Fatalf("PartitionOfStored = %d", p)
+	}
+	if p := subjects.PartitionOfStored("xim.in.c.delta"); p != -1 {
+		t.Fatalf("PartitionOfStored of another subject = %d", p)
+	}
+	for subject, want := range map[string]string{"xim.part.2.cch_1.delta": "cch_1", "xim.part.2.cch_1": "", "xim.in.c.delta": "", "xim.part.2.a.b.c": ""} {
+		if got := subjects.ChannelOfStored(subject); got != want {
+			t.Errorf("ChannelOfStored(%q) = %q, want %q", subject, got, want)
+		}
 	}
 	src, dst := subjects.PartitionTransform(8)
 	if src != "xim.in.*.*" || dst != "xim.part.{{partition(8,1)}}.{{wildcard(1)}}.{{wildcard(2)}}" {

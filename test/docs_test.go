@@ -51,7 +51,7 @@ func TestDocs_EveryVariableInREADME(t *testing.T) {
 			t.Errorf("%s is read by the code but has no row in the README's configuration table", v)
 		}
 	}
-	streams := []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamPoison, subjects.StreamWebchat} // not variables
+	streams := []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamReplies, subjects.StreamPoison, subjects.StreamWebchat} // not variables
 	for _, v := range inReadme {
 		if !slices.Contains(inCode, v) && !slices.Contains(streams, v) {
 			t.Errorf("README names %s, which the code does not read", v)

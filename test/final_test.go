@@ -273,3 +273,34 @@ func TestFinal_IdenticalFrameSentTwiceIsAnsweredTwice(t *testing.T) {
 		t.Fatalf("target called %d times", n)
 	}
 }
+
+// edge-api §5.1: every chat.message gets its ack, even when xAgent disconnected before the final
+// was delivered: the ack waits (XIM_REPLIES) and is sent on the next connection, once.
+func TestFinal_AckProducedWhileDisconnectedIsSentOnReconnect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	release := make(chan struct{})
+	e.target.SetAnswer(func(testkit.Call) int { <-release; return 200 })
+	pid := e.send(profile.TypeMessage, msg("m_away", "delivered while xAgent is away"))
+	e.waitCalls("the final reached the target", func(calls []testkit.Call) bool { return len(calls) == 1 })
+	e.agent.Close()
+	poll(t, "the gateway saw the connection go", func() bool { return metric(t, e.node, "ximd_gateway_connections 0") })
+	close(release)
+	poll(t, "the ack found no connection and was queued", func() bool {
+		return metric(t, e.node, `ximd_replies_total{outcome="queued"} 1`)
+	})
+
+	again := dial(t, e.node)
+	env, err := again.Reply(pid, wait)
+	if err != nil {
+		t.Fatalf("no ack for the final after reconnecting: %v", err)
+	}
+	ack, err := testkit.AckOf(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAck(t, ack, profile.AckAccepted, "")
+	if env, quiet := again.Quiet(1500 * time.Millisecond); !quiet {
+		t.Fatalf("after the queued ack, another packet: %s %s", env.Type, env.Payload)
+	}
+}

@@ -64,7 +64,7 @@ func TestWorkers_TakeOverKeepsChannelOrderAndExactlyOnce(t *testing.T) {
 	second := start(node.RoleWorker)
 	owned := func(n *testkit.Node) float64 { return gauge(t, n.Metrics(), "ximd_partitions_owned") }
 	poll(t, "the workers share the partitions", func() bool {
-		return owned(first) == 4 && owned(second) == 4
+		return owned(first) == 4*4 && owned(second) == 4*4 // 4 of 8 partitions of each of the 4 stages
 	})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} { // a worker serves the ops routes
 		if status, _, err := first.DoAuth(http.MethodGet, path, nil, ""); err != nil || status != 200 {

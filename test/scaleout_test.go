@@ -115,7 +115,7 @@ func TestScaleOut_WorkersDieJoinAndLeaveUnderLoad(t *testing.T) {
 		return func() bool {
 			total := 0.0
 			for _, name := range live {
-				owned := workerGauge(workers[name].Addr, "ximd_partitions_owned")
+				owned := workerGauge(workers[name].Addr, `ximd_partitions_owned{stage="deliver"}`)
 				if workerGauge(workers[name].Addr, "ximd_workers_live") != float64(len(live)) || owned < 1 {
 					return false
 				}

@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -394,6 +395,13 @@ func TestWebchat_StreamedAnswerLiveAndReplayed(t *testing.T) {
 	for i, p := range parts {
 		send(profile.TypeDelta, profile.Delta{MessageID: "asst_1", Sequence: int64(i + 1), Text: p})
 	}
+	// As an agent's stream takes its time, the final comes once the stream is on the page (the
+	// stages run apart: a final sent at once may replace the stream before it was ever shown).
+	events(t, n, path, key, "", func(evs []sseEvent) bool {
+		return slices.ContainsFunc(evs, func(e sseEvent) bool {
+			return e.Item.Kind == webchat.KindMessage && e.Item.Role == webchat.RoleAssistant
+		})
+	})
 	pid, err := a.Send(ctx, channel, profile.TypeMessage, profile.Message{MessageID: "asst_1", Text: full, CreatedAt: time.Now().UnixMilli()})
 	if err != nil {
 		t.Fatal(err)

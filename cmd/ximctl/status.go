@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/pipeline/channels"
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -144,7 +144,7 @@ func collectStatus(ctx context.Context, natsURL string, useHTTP bool, cf connFla
 	if js == nil {
 		return rep
 	}
-	for _, name := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamPoison} {
+	for _, name := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamReplies, subjects.StreamPoison} {
 		st, err := streamFigures(ctx, js, name)
 		if err != nil {
 			fail("stream "+name, err)
@@ -176,7 +176,7 @@ func channelsFromKV(ctx context.Context, js jetstream.JetStream, only string) ([
 		if e == nil {
 			break // every current value has been seen
 		}
-		var ch channels.Channel
+		var ch target.Channel
 		if err := json.Unmarshal(e.Value(), &ch); err != nil {
 			return nil, fmt.Errorf("channel %s: %w", e.Key(), err)
 		}

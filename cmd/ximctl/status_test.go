@@ -131,7 +131,8 @@ func TestStatus_ShowsChannelPendingFailureAndLag(t *testing.T) {
 	if figures[subjects.StreamIn].Messages != 1 || figures[subjects.StreamOut].Messages != 1 || figures[subjects.StreamPoison].Messages != 0 {
 		t.Fatalf("streams %+v", rep.Streams)
 	}
-	if cs := figures[subjects.StreamIn].Consumers; len(cs) != 8 || cs[0].Name != "in-p00" {
+	// One consumer per stage and partition: 4 stages (acks, activity, assemble, deliver) x 8.
+	if cs := figures[subjects.StreamIn].Consumers; len(cs) != 32 || cs[0].Name != "acks-p00" || cs[31].Name != "deliver-p07" {
 		t.Fatalf("XIM_IN consumers %+v", cs)
 	}
 	if cs := figures[subjects.StreamOut].Consumers; len(cs) != 1 || cs[0].Name != subjects.OutboundConsumer || cs[0].NumPending != 1 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,12 +19,14 @@ import (
 	"github.com/ximd/ximd/pipeline/node"
 )
 
-const usage = `usage: ximd [all|gateway|worker]
+const usage = `usage: ximd [all|gateway|worker] [--stages deliver,assemble,...]
        ximd --demo
 
   all      one complete node: embedded NATS (unless XIM_NATS_URL is set), HTTP edge, workers (default)
   gateway  the HTTP/WebSocket edge only, against XIM_NATS_URL
   worker   the pipeline consumers only, against XIM_NATS_URL
+  --stages the worker stages to run (XIM_STAGES; default all): deliver (finals, tool
+           invocations), assemble (deltas), activity, acks (xAgent's acks of user messages)
   healthcheck [live]
            exit 0 if the ximd on XIM_HTTP_ADDR is ready (GET /readyz; "live": /healthz);
            the container healthcheck
@@ -48,6 +51,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		switch args[0] {
 		case "all", "gateway", "worker":
 			role = node.Role(args[0])
+			stages, err := stagesFlag(args[1:])
+			if err != nil {
+				fmt.Fprintf(stderr, "ximd: %v\n\n%s", err, usage)
+				return 2
+			}
+			if stages != "" {
+				env := getenv
+				getenv = func(k string) string {
+					if k == "XIM_STAGES" {
+						return stages
+					}
+					return env(k)
+				}
+			}
 		case "healthcheck":
 			return runHealthcheck(args[1:], getenv, stderr)
 		case "demo-agent":
@@ -86,6 +103,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	logger.Info("ximd_stopped")
 	return 0
+}
+
+// stagesFlag reads "--stages a,b" (or "--stages=a,b"), the flag form of XIM_STAGES; anything
+// else after the role is an error.
+func stagesFlag(args []string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", nil
+	case len(args) == 1 && strings.HasPrefix(args[0], "--stages="):
+		return strings.TrimPrefix(args[0], "--stages="), nil
+	case len(args) == 2 && args[0] == "--stages":
+		return args[1], nil
+	}
+	return "", fmt.Errorf("unexpected arguments %q (a role takes only --stages)", strings.Join(args, " "))
 }
 
 // newLogger: tint-coloured text on a terminal, JSON otherwise (XIM_LOG_FORMAT overrides).

@@ -3,8 +3,13 @@ package target
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Streaming and activity capability values (edge-api §7).
@@ -192,4 +197,50 @@ func (r *Registry) Lookup(name string) (Adapter, bool) {
 // Names returns the names of all adapters, sorted. The slice is a copy.
 func (r *Registry) Names() []string {
 	return append([]string(nil), r.names...)
+}
+
+// RetryAfterError is a target call's failure that the platform asked to repeat no sooner than
+// After (HTTP 429 or 503 with Retry-After, a platform's retry_after). It wraps the call's
+// *profile.Error (target_rate_limited, target_unavailable). The delivery stage pauses that
+// channel's lane for After: no call to the chat before then, and nothing else waits.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %s)", e.Err, e.After)
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfterOf returns the wait err asks for, if it is (or wraps) a [RetryAfterError].
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var ra *RetryAfterError
+	if errors.As(err, &ra) && ra.After > 0 {
+		return ra.After, true
+	}
+	return 0, false
+}
+
+// MaxRetryAfter bounds a platform's retry-after: a longer one is taken as this long.
+const MaxRetryAfter = time.Hour
+
+// ParseRetryAfter reads an HTTP Retry-After value (delay-seconds or an HTTP-date, RFC 9110
+// §10.2.3) relative to now; ok is false when v is empty or malformed. The result is capped at
+// MaxRetryAfter.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	} else {
+		return 0, false
+	}
+	return min(max(d, 0), MaxRetryAfter), true
 }

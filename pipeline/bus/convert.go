@@ -10,26 +10,28 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/subjects"
 )
 
 // HeaderUUID is the NATS header carrying the Watermill message UUID.
 const HeaderUUID = "Xim-Uuid"
 
-// Metadata keys set by the subscriber on every received message. They replace NATS headers of the
-// same name.
+// Metadata keys set by the subscriber on every received message (defined in subjects, so that
+// the stages read them without importing the bus). They replace NATS headers of the same name.
 const (
 	// MetaStream is the name of the stream the message was read from.
-	MetaStream = "Xim-Stream"
+	MetaStream = subjects.MetaStream
 	// MetaSubject is the subject the message is stored under (after any subject transform), e.g.
 	// "xim.part.3.<channel>.<kind>".
-	MetaSubject = "Xim-Subject"
+	MetaSubject = subjects.MetaSubject
 	// MetaStreamSeq is the message's stream sequence, in decimal.
-	MetaStreamSeq = "Xim-Stream-Seq"
+	MetaStreamSeq = subjects.MetaStreamSeq
 	// MetaNumDelivered is the message's delivery count, in decimal: JetStream's (which also
 	// counts a delivery to a subscriber that fetched the message and handed it back on Close)
 	// plus the in-process redeliveries after Nack. "1" on the first delivery; above 1 the message
 	// may have been seen before, by this or another subscriber.
-	MetaNumDelivered = "Xim-Num-Delivered"
+	MetaNumDelivered = subjects.MetaNumDelivered
 )
 
 // headerMsgID is JetStream's de-duplication header.

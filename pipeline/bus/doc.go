@@ -26,7 +26,11 @@
 // its messages, which is how Watermill consumer groups map onto JetStream.
 //
 // The messages of one subscription reach the output channel one at a time, in stream order: the
-// next is sent only after the previous one was acked or nacked.
+// next is sent only after the previous one was acked or nacked. With [SubscriberConfig.Lane] that
+// holds per lane (a lane is a key of the message's subject, ximd's channel): the heads of
+// different lanes are in handlers at once (at most [SubscriberConfig.MaxLanes]), acked out of
+// stream order, while each lane keeps its order through Nacks, redeliveries and hand-overs (a
+// lane's unacked messages are always a suffix of it, and the server redelivers in stream order).
 //
 //   - Ack sends a JetStream Ack without waiting for the server's confirmation (fire-and-forget,
 //     like nats.go's Msg.Ack): a lost ack only causes a redelivery after AckWait, which handlers

@@ -23,6 +23,9 @@ const (
 	DefaultFetchWait     = time.Second
 	// DefaultPinnedTTL is the unpin timeout of a pinned group (see [Consumer.PinnedGroup]).
 	DefaultPinnedTTL = 5 * time.Second
+	// DefaultMaxLanes bounds the lanes of a subscription with a Lane function that are in
+	// handlers at once.
+	DefaultMaxLanes = 64
 )
 
 // Consumer names the stream and the durable pull consumer that serve a topic.
@@ -75,7 +78,7 @@ type SubscriberConfig struct {
 	// to be acked or nacked and for the open pull request to finish. Default 30s.
 	CloseTimeout time.Duration
 	// FetchBatch is the number of messages one pull request asks for. Default 64. A subscription
-	// holds at most FetchBatch+1 messages.
+	// holds at most MaxHeld messages.
 	FetchBatch int
 	// FetchWait is how long a pull request waits for messages. It bounds how long ending an idle
 	// subscription waits for its pull request. Default 1s.
@@ -87,6 +90,17 @@ type SubscriberConfig struct {
 	// instead of after PinnedTTL. It is asked before each pull and every [ActivePoll] while
 	// inactive; it must be fast and safe for concurrent use. nil: always active.
 	Active func(topic string) bool
+	// Lane, when set, maps a message's stored subject to its lane. The messages of one lane reach
+	// the output channel one at a time, in stream order (the next only after the previous one was
+	// acked or terminated); messages of different lanes are in handlers at the same time, so a
+	// slow lane delays only itself. nil: every message is in one lane (stream order).
+	Lane func(subject string) string
+	// MaxLanes bounds the lanes in handlers at once. Default 64 with Lane, 1 without.
+	MaxLanes int
+	// MaxHeld bounds the messages the subscription holds (fetched, not yet acked): it pulls only
+	// while at least FetchBatch more fit. Default 4*FetchBatch with Lane, FetchBatch+1 without.
+	// It should not exceed the consumer's MaxAckPending.
+	MaxHeld int
 }
 
 // ActivePoll is how often an inactive subscription asks [SubscriberConfig.Active] again.
@@ -114,6 +128,20 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	if c.FetchWait == 0 {
 		c.FetchWait = DefaultFetchWait
 	}
+	switch {
+	case c.Lane == nil:
+		c.MaxLanes = 1
+	case c.MaxLanes == 0:
+		c.MaxLanes = DefaultMaxLanes
+	}
+	switch {
+	case c.MaxHeld != 0:
+	case c.Lane == nil:
+		c.MaxHeld = c.FetchBatch + 1
+	default:
+		c.MaxHeld = 4 * c.FetchBatch
+	}
+	c.MaxHeld = max(c.MaxHeld, c.FetchBatch)
 	return c
 }
 
@@ -146,6 +174,12 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.FetchBatch < 0 {
 		errs = append(errs, fmt.Errorf("fetch batch %d: must not be negative", c.FetchBatch))
+	}
+	if c.MaxLanes < 0 {
+		errs = append(errs, fmt.Errorf("max lanes %d: must not be negative", c.MaxLanes))
+	}
+	if c.MaxHeld < 0 {
+		errs = append(errs, fmt.Errorf("max held %d: must not be negative", c.MaxHeld))
 	}
 	if c.FetchWait < 0 {
 		errs = append(errs, fmt.Errorf("fetch wait %s: must not be negative", c.FetchWait))
@@ -305,6 +339,21 @@ func (s *Subscriber) Close() error {
 	case <-bound.C:
 		return fmt.Errorf("close subscriber: %w", ErrCloseTimeout)
 	}
+}
+
+// Stats returns the load of every running subscription (see [SubscriptionStats]).
+func (s *Subscriber) Stats() []SubscriptionStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SubscriptionStats, 0, len(s.subs))
+	for sub := range s.subs {
+		sub.statsMu.Lock()
+		st := sub.stats
+		sub.statsMu.Unlock()
+		st.Topic = sub.topic
+		out = append(out, st)
+	}
+	return out
 }
 
 func (s *Subscriber) isClosed() bool {

@@ -612,8 +612,14 @@ func TestSubscriberLeavesNoGoroutines(t *testing.T) {
 	}
 	receive(t, chans[0], 5*time.Second).Ack()
 	receive(t, chans[0], 5*time.Second).Nack()
-	if n := busGoroutines(); n != 3 {
-		t.Fatalf("%d bus goroutines with 3 subscriptions, want 3", n)
+	// One per subscription once the handlers' Ack and Nack were taken (a goroutine watches each
+	// message in a handler, and one wakes a nacked lane).
+	settle := time.Now().Add(2 * time.Second)
+	for busGoroutines() != 3 {
+		if time.Now().After(settle) {
+			t.Fatalf("%d bus goroutines with 3 subscriptions, want 3", busGoroutines())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 
 	cancel()

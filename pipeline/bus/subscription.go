@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -26,21 +27,42 @@ const (
 // held is a JetStream message the subscription holds: fetched and not yet acked, nacked back to
 // the server or terminated.
 type held struct {
-	jm jetstream.Msg
-	d  delivery
+	jm   jetstream.Msg
+	d    delivery
+	lane *lane
 	// touched is when the server's AckWait timer of the message last (re)started: its receipt or
 	// its last InProgress.
 	touched time.Time
+	// received is when the subscription fetched it (for Stats).
+	received time.Time
 	// emits counts the Watermill messages made from it (deliveries to the handler).
 	emits int
 	// wm is the Watermill message of the current delivery (nil between deliveries).
 	wm *message.Message
 	// cancel cancels wm's context.
 	cancel context.CancelFunc
+	// gone: acked or terminated (no longer held).
+	gone bool
+}
+
+// lane is the FIFO of one lane's held messages, in stream order; msgs[0] is the next to deliver
+// (or the one in the handler, or the one waiting for its Nack delay).
+type lane struct {
+	key     string
+	msgs    []*held
+	inUse   bool // msgs[0] is with a handler
+	waiting bool // msgs[0] was nacked and waits for NakDelay
+	ready   bool // in the subscription's ready queue
+}
+
+// outcome is what a handler did with a delivered message.
+type outcome struct {
+	h     *held
+	acked bool
 }
 
 // subscription reads one durable consumer for one Subscribe call. Its run goroutine owns all of
-// its state; only ctx/cancel and out are shared.
+// its state; only ctx/cancel, out and stats are shared.
 type subscription struct {
 	owner     *Subscriber
 	cfg       SubscriberConfig
@@ -57,191 +79,297 @@ type subscription struct {
 	cancel context.CancelFunc
 	out    chan *message.Message
 	logger *slog.Logger
+
+	statsMu sync.Mutex
+	stats   SubscriptionStats
 }
 
-// run is the subscription's event loop. queue[0] is the current message (in the handler, waiting
-// for its Nack delay, or about to be sent); the rest follow in stream order.
+// loop is the state of a subscription's run goroutine.
+type loop struct {
+	all     []*held          // every held message, in stream order (gone ones are compacted away)
+	gone    int              // gone entries still in all
+	lanes   map[string]*lane // lanes with held messages
+	ready   []*lane          // lanes whose head can be delivered, oldest first
+	busy    int              // lanes with their head in a handler
+	results chan outcome     // handlers' Ack/Nack, reported by watchers
+	wake    chan *lane       // lanes whose Nack delay passed
+	stopped chan struct{}    // closed when run returns: watchers and timers give up
+
+	batch    jetstream.MessageBatch
+	batchCh  <-chan jetstream.Msg
+	pauseC   <-chan time.Time // fetch back-off after an error
+	idleC    <-chan time.Time // next look at Active while inactive
+	lastPull time.Time
+	bo       *backoff.ExponentialBackOff
+
+	closing  bool
+	ctxDone  <-chan struct{}
+	deadline *time.Timer
+	deadC    <-chan time.Time
+}
+
+func (l *loop) held() int { return len(l.all) - l.gone }
+
+// run is the subscription's event loop: it fetches while below its bounds, delivers the head of
+// each ready lane (at most MaxLanes at once), and settles what the handlers report.
 func (sb *subscription) run() {
 	defer sb.owner.forget(sb)
 	defer close(sb.out)
 	defer sb.cancel()
 
-	var (
-		queue    []*held
-		batch    jetstream.MessageBatch
-		batchCh  <-chan jetstream.Msg
-		inUse    bool // queue[0].wm is with the handler
-		retry    *time.Timer
-		retryC   <-chan time.Time
-		pauseC   <-chan time.Time // fetch back-off after an error
-		idleC    <-chan time.Time // next look at Active while inactive
-		lastPull time.Time
-		closing  bool
-		ctxDone  = sb.ctx.Done()
-		deadline *time.Timer
-		deadC    <-chan time.Time
-	)
+	l := &loop{
+		lanes:   map[string]*lane{},
+		results: make(chan outcome, sb.cfg.MaxLanes),
+		wake:    make(chan *lane),
+		stopped: make(chan struct{}),
+		ctxDone: sb.ctx.Done(),
+	}
+	defer close(l.stopped)
 	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-		if deadline != nil {
-			deadline.Stop()
+		if l.deadline != nil {
+			l.deadline.Stop()
 		}
 	}()
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = 5 * time.Second
-	bo.MaxElapsedTime = 0
+	l.bo = backoff.NewExponentialBackOff()
+	l.bo.InitialInterval = 100 * time.Millisecond
+	l.bo.MaxInterval = 5 * time.Second
+	l.bo.MaxElapsedTime = 0
 	progress := time.NewTicker(max(sb.ackWait/4, 10*time.Millisecond))
 	defer progress.Stop()
 
-	startClosing := func() {
-		closing = true
-		ctxDone = nil
-		deadline = time.NewTimer(sb.cfg.CloseTimeout)
-		deadC = deadline.C
-		if retry != nil {
-			retry.Stop()
-			retryC = nil
-		}
-	}
-
 	for {
-		if !closing && sb.ctx.Err() != nil {
-			startClosing()
+		if !l.closing && sb.ctx.Err() != nil {
+			sb.startClosing(l)
 		}
-		if closing && batchCh == nil && !inUse {
-			sb.release(queue)
+		if l.closing && l.batchCh == nil && l.busy == 0 {
+			sb.release(l.all)
 			sb.flush()
 			sb.unpin()
 			return
 		}
-		pull := 0
-		if !closing && batchCh == nil && pauseC == nil {
-			switch active := sb.active(); {
-			case active && len(queue) <= 1:
-				pull = sb.cfg.FetchBatch
-			case len(queue) > 0 && sb.group != "" && time.Since(lastPull) >= sb.pinnedTTL/4:
-				// A busy handler still pulls (one message) now and then: the server keeps the
-				// pin only while its holder pulls, and moving it now would break the order.
-				pull = 1
-			case !active && len(queue) == 0:
-				sb.unpin()
-				if idleC == nil {
-					idleC = time.After(ActivePoll)
-				}
-			}
-		}
-		if pull > 0 {
-			lastPull = time.Now()
-			opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(sb.cfg.FetchWait)}
-			if sb.group != "" {
-				opts = append(opts, jetstream.FetchPriorityGroup(sb.group))
-			}
-			b, err := sb.cons.Fetch(pull, opts...)
-			switch {
-			case errors.Is(err, nats.ErrConnectionClosed):
-				sb.logger.Error("bus_connection_closed", "err", err)
-				sb.cancel()
-				continue
-			case err != nil:
-				sb.logger.Warn("bus_fetch_failed", "err", err)
-				pauseC = time.After(bo.NextBackOff())
-			default:
-				batch, batchCh = b, b.Messages()
-			}
-		}
+		sb.maybePull(l)
 
 		var (
-			outC          chan<- *message.Message
-			outMsg        *message.Message
-			ackedC, nackC <-chan struct{}
+			outC   chan<- *message.Message
+			outMsg *message.Message
 		)
-		if len(queue) > 0 {
-			cur := queue[0]
-			switch {
-			case inUse:
-				ackedC, nackC = cur.wm.Acked(), cur.wm.Nacked()
-			case !closing && retryC == nil:
-				if cur.wm == nil {
-					sb.emit(cur)
-				}
-				outC, outMsg = sb.out, cur.wm
+		if next := sb.next(l); next != nil {
+			if next.wm == nil {
+				sb.emit(next)
 			}
+			outC, outMsg = sb.out, next.wm
 		}
 
 		select {
-		case m, ok := <-batchCh:
+		case m, ok := <-l.batchCh:
 			if !ok {
-				err := batch.Error()
-				batch, batchCh = nil, nil
-				if err != nil && !closing {
-					sb.logger.Warn("bus_fetch_failed", "err", err)
-					pauseC = time.After(bo.NextBackOff())
-				} else {
-					bo.Reset()
-				}
+				sb.batchDone(l)
 				continue
 			}
 			if h := sb.accept(m); h != nil {
-				queue = append(queue, h)
+				sb.add(l, h)
 			}
 
 		case outC <- outMsg:
-			inUse = true
+			ln := l.ready[0]
+			l.ready = l.ready[1:]
+			ln.ready, ln.inUse = false, true
+			l.busy++
+			go watch(ln.msgs[0], outMsg, l.results, l.stopped)
 
-		case <-ackedC:
-			cur := queue[0]
-			inUse = false
-			cur.cancel()
-			if err := cur.jm.Ack(); err != nil {
-				sb.logger.Warn("bus_ack_failed", "stream_seq", cur.d.seq, "message_id", cur.d.uuid, "err", err)
-			}
-			queue[0] = nil
-			queue = queue[1:]
+		case r := <-l.results:
+			sb.settle(l, r)
 
-		case <-nackC:
-			cur := queue[0]
-			inUse = false
-			cur.cancel()
-			cur.wm = nil
-			if closing {
-				continue // handed back to the server by release, in order
-			}
-			if sb.cfg.MaxDeliver > 0 && sb.numDelivered(cur) >= uint64(sb.cfg.MaxDeliver) {
-				sb.logger.Warn("bus_max_deliver_reached", "stream_seq", cur.d.seq, "message_id", cur.d.uuid, "num_delivered", sb.numDelivered(cur))
-				sb.term(cur, termMaxDeliver)
-				queue[0] = nil
-				queue = queue[1:]
-				continue
-			}
-			retry = time.NewTimer(sb.cfg.NakDelay)
-			retryC = retry.C
+		case ln := <-l.wake:
+			ln.waiting = false
+			sb.makeReady(l, ln)
 
-		case <-retryC:
-			retry, retryC = nil, nil
+		case <-l.pauseC:
+			l.pauseC = nil
 
-		case <-pauseC:
-			pauseC = nil
-
-		case <-idleC:
-			idleC = nil
+		case <-l.idleC:
+			l.idleC = nil
 
 		case now := <-progress.C:
-			sb.progress(queue, now)
+			sb.progress(l.all, now)
+			sb.publishStats(l, now)
 
-		case <-ctxDone:
-			startClosing()
+		case <-l.ctxDone:
+			sb.startClosing(l)
 
-		case <-deadC:
-			// The handler kept its message (or the pull request stayed open) too long: hand back
-			// everything held, the message in the handler included (its late Ack is ignored).
-			sb.logger.Warn("bus_close_timeout", "held", len(queue), "in_handler", inUse, "fetch_open", batchCh != nil)
-			sb.release(queue)
+		case <-l.deadC:
+			// A handler kept its message (or the pull request stayed open) too long: hand back
+			// everything held, the messages in handlers included (their late Acks are ignored).
+			sb.logger.Warn("bus_close_timeout", "held", l.held(), "in_handler", l.busy, "fetch_open", l.batchCh != nil)
+			sb.release(l.all)
 			sb.flush()
 			return
 		}
+	}
+}
+
+// watch reports the handler's Ack or Nack of h's delivery wm to the run loop.
+func watch(h *held, wm *message.Message, results chan<- outcome, stopped <-chan struct{}) {
+	var r outcome
+	select {
+	case <-wm.Acked():
+		r = outcome{h: h, acked: true}
+	case <-wm.Nacked():
+		r = outcome{h: h}
+	case <-stopped:
+		return
+	}
+	select {
+	case results <- r:
+	case <-stopped:
+	}
+}
+
+func (sb *subscription) startClosing(l *loop) {
+	l.closing = true
+	l.ctxDone = nil
+	l.deadline = time.NewTimer(sb.cfg.CloseTimeout)
+	l.deadC = l.deadline.C
+}
+
+// maybePull starts a pull request when none is open and the subscription is below its bounds.
+func (sb *subscription) maybePull(l *loop) {
+	if l.closing || l.batchCh != nil || l.pauseC != nil {
+		return
+	}
+	pull := 0
+	switch active, room := sb.active(), sb.cfg.MaxHeld-l.held(); {
+	case active && room >= sb.cfg.FetchBatch:
+		pull = sb.cfg.FetchBatch
+	case l.held() > 0 && sb.group != "" && time.Since(l.lastPull) >= sb.pinnedTTL/4:
+		// A busy subscription still pulls (one message) now and then: the server keeps the
+		// pin only while its holder pulls, and moving it now would break the order.
+		pull = 1
+	case !active && l.held() == 0:
+		sb.unpin()
+		if l.idleC == nil {
+			l.idleC = time.After(ActivePoll)
+		}
+	}
+	if pull == 0 {
+		return
+	}
+	l.lastPull = time.Now()
+	opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(sb.cfg.FetchWait)}
+	if sb.group != "" {
+		opts = append(opts, jetstream.FetchPriorityGroup(sb.group))
+	}
+	b, err := sb.cons.Fetch(pull, opts...)
+	switch {
+	case errors.Is(err, nats.ErrConnectionClosed):
+		sb.logger.Error("bus_connection_closed", "err", err)
+		sb.cancel()
+	case err != nil:
+		sb.logger.Warn("bus_fetch_failed", "err", err)
+		l.pauseC = time.After(l.bo.NextBackOff())
+	default:
+		l.batch, l.batchCh = b, b.Messages()
+	}
+}
+
+// batchDone ends the open pull request.
+func (sb *subscription) batchDone(l *loop) {
+	err := l.batch.Error()
+	l.batch, l.batchCh = nil, nil
+	if err != nil && !l.closing {
+		sb.logger.Warn("bus_fetch_failed", "err", err)
+		l.pauseC = time.After(l.bo.NextBackOff())
+		return
+	}
+	l.bo.Reset()
+}
+
+// next is the message to offer to the handlers now, or nil: the head of the oldest ready lane,
+// while fewer than MaxLanes lanes are in handlers.
+func (sb *subscription) next(l *loop) *held {
+	if l.closing || len(l.ready) == 0 || l.busy >= sb.cfg.MaxLanes {
+		return nil
+	}
+	return l.ready[0].msgs[0]
+}
+
+// add puts a fetched message at the end of its lane.
+func (sb *subscription) add(l *loop, h *held) {
+	key := ""
+	if sb.cfg.Lane != nil {
+		key = sb.cfg.Lane(h.jm.Subject())
+	}
+	ln := l.lanes[key]
+	if ln == nil {
+		ln = &lane{key: key}
+		l.lanes[key] = ln
+	}
+	h.lane = ln
+	ln.msgs = append(ln.msgs, h)
+	l.all = append(l.all, h)
+	sb.makeReady(l, ln)
+}
+
+// makeReady queues a lane whose head can be delivered.
+func (sb *subscription) makeReady(l *loop, ln *lane) {
+	if ln.ready || ln.inUse || ln.waiting || len(ln.msgs) == 0 {
+		return
+	}
+	ln.ready = true
+	l.ready = append(l.ready, ln)
+}
+
+// settle applies a handler's Ack or Nack of its lane's head.
+func (sb *subscription) settle(l *loop, r outcome) {
+	h, ln := r.h, r.h.lane
+	if h.gone || len(ln.msgs) == 0 || ln.msgs[0] != h {
+		return // released at a close timeout
+	}
+	ln.inUse = false
+	l.busy--
+	h.cancel()
+	if r.acked {
+		if err := h.jm.Ack(); err != nil {
+			sb.logger.Warn("bus_ack_failed", "stream_seq", h.d.seq, "message_id", h.d.uuid, "err", err)
+		}
+		sb.drop(l, h)
+		sb.makeReady(l, ln)
+		return
+	}
+	h.wm = nil
+	if l.closing {
+		return // handed back to the server by release, in order
+	}
+	if sb.cfg.MaxDeliver > 0 && sb.numDelivered(h) >= uint64(sb.cfg.MaxDeliver) {
+		sb.logger.Warn("bus_max_deliver_reached", "stream_seq", h.d.seq, "message_id", h.d.uuid, "num_delivered", sb.numDelivered(h))
+		sb.term(h, termMaxDeliver)
+		sb.drop(l, h)
+		sb.makeReady(l, ln)
+		return
+	}
+	ln.waiting = true
+	stopped, wake := l.stopped, l.wake
+	time.AfterFunc(sb.cfg.NakDelay, func() {
+		select {
+		case wake <- ln:
+		case <-stopped:
+		}
+	})
+}
+
+// drop removes a settled head from its lane and from the held set.
+func (sb *subscription) drop(l *loop, h *held) {
+	ln := h.lane
+	ln.msgs[0] = nil
+	ln.msgs = ln.msgs[1:]
+	if len(ln.msgs) == 0 && !ln.waiting {
+		delete(l.lanes, ln.key) // idle lanes are released
+	}
+	h.gone = true
+	l.gone++
+	if l.gone > 64 && l.gone > len(l.all)/2 {
+		l.all = slices.DeleteFunc(l.all, func(h *held) bool { return h.gone })
+		l.gone = 0
 	}
 }
 
@@ -259,7 +387,8 @@ func (sb *subscription) accept(m jetstream.Msg) *held {
 	if id := m.Headers().Get(pinIDHeader); id != "" {
 		sb.pinID = id
 	}
-	return &held{jm: m, d: d, touched: time.Now()}
+	now := time.Now()
+	return &held{jm: m, d: d, touched: now, received: now}
 }
 
 // pinIDHeader carries the pin of a pinned group on each message delivered under it.
@@ -348,16 +477,21 @@ func (sb *subscription) emit(h *held) {
 // this process dies, its messages expire, and so are redelivered, in the order they were
 // delivered (a later message refreshed less recently than an earlier one would come back
 // first).
-func (sb *subscription) progress(queue []*held, now time.Time) {
+func (sb *subscription) progress(all []*held, now time.Time) {
 	due := false
-	for _, h := range queue {
-		due = due || now.Sub(h.touched) >= sb.ackWait/2
+	for _, h := range all {
+		due = due || (!h.gone && now.Sub(h.touched) >= sb.ackWait/2)
 	}
 	if !due {
 		return
 	}
 	var failed error
-	for _, h := range queue {
+	n := 0
+	for _, h := range all {
+		if h.gone {
+			continue
+		}
+		n++
 		if err := h.jm.InProgress(); err != nil {
 			failed = err
 			continue
@@ -365,7 +499,7 @@ func (sb *subscription) progress(queue []*held, now time.Time) {
 		h.touched = now
 	}
 	if failed != nil {
-		sb.logger.Warn("bus_in_progress_failed", "held", len(queue), "err", failed)
+		sb.logger.Warn("bus_in_progress_failed", "held", n, "err", failed)
 	}
 }
 
@@ -377,9 +511,13 @@ func (sb *subscription) term(h *held, reason string) {
 }
 
 // release Naks every held message, in stream order, so the server redelivers them at once.
-func (sb *subscription) release(queue []*held) {
+func (sb *subscription) release(all []*held) {
 	closed := sb.owner.js.Conn().IsClosed()
-	for _, h := range queue {
+	for _, h := range all {
+		if h.gone {
+			continue
+		}
+		h.gone = true
 		if h.cancel != nil {
 			h.cancel()
 		}
@@ -401,4 +539,31 @@ func (sb *subscription) flush() {
 	if err := nc.FlushTimeout(flushTimeout); err != nil {
 		sb.logger.Warn("bus_flush_failed", "err", err)
 	}
+}
+
+// SubscriptionStats is a subscription's load, refreshed every AckWait/4.
+type SubscriptionStats struct {
+	// Topic is the subscription's topic.
+	Topic string
+	// Held counts the messages it holds (fetched, not yet acked).
+	Held int
+	// Busy counts its lanes with a message in a handler.
+	Busy int
+	// Lanes counts its lanes with held messages.
+	Lanes int
+	// Oldest is when it fetched the oldest message it holds (zero when it holds none).
+	Oldest time.Time
+}
+
+func (sb *subscription) publishStats(l *loop, now time.Time) {
+	s := SubscriptionStats{Topic: sb.topic, Held: l.held(), Busy: l.busy, Lanes: len(l.lanes)}
+	for _, h := range l.all {
+		if !h.gone {
+			s.Oldest = h.received
+			break
+		}
+	}
+	sb.statsMu.Lock()
+	sb.stats = s
+	sb.statsMu.Unlock()
 }

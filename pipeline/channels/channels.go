@@ -14,31 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/subjects"
 )
-
-// Connection is the Connection Descriptor's `connection` object (P-DECL-1).
-type Connection struct {
-	TargetType string   `json:"target_type"`
-	Profiles   []string `json:"profiles"`
-}
-
-// Binding binds a channel to one target adapter; Config may hold secrets and is never returned
-// by the API as is.
-type Binding struct {
-	Adapter string          `json:"adapter"`
-	Config  json.RawMessage `json:"config,omitempty"`
-}
-
-// Channel is one open channel.
-type Channel struct {
-	ID         string     `json:"connector_channel_id"`
-	Connection Connection `json:"connection"`
-	Target     Binding    `json:"target"`
-	OpenedAt   int64      `json:"opened_at"`
-	// Revision is the KV revision of this record (changes on every re-open).
-	Revision uint64 `json:"-"`
-}
 
 // Registry is the channel registry. Create it with Open and run it with Run.
 type Registry struct {
@@ -46,7 +24,7 @@ type Registry struct {
 	logger *slog.Logger
 
 	mu       sync.RWMutex
-	byID     map[string]Channel
+	byID     map[string]target.Channel
 	watchers []func(id string, open bool)
 	watch    jetstream.KeyWatcher
 }
@@ -61,7 +39,7 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("channels: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]Channel{}, watch: w}
+	r := &Registry{kv: kv, logger: logger, byID: map[string]target.Channel{}, watch: w}
 	// The initial values end with a nil entry.
 	for {
 		select {
@@ -112,7 +90,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if open {
-		var ch Channel
+		var ch target.Channel
 		if err := json.Unmarshal(e.Value(), &ch); err != nil {
 			r.mu.Unlock()
 			r.logger.Error("channel_record_unreadable", "channel", id, "err", err)
@@ -131,7 +109,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 }
 
 // Get returns an open channel from memory.
-func (r *Registry) Get(id string) (Channel, bool) {
+func (r *Registry) Get(id string) (target.Channel, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	ch, ok := r.byID[id]
@@ -146,19 +124,19 @@ func (r *Registry) IsOpen(id string) bool {
 
 // Lookup returns the channel from memory, or, on a miss, from the bucket itself (a channel opened
 // a moment ago through another gateway may not have reached this watcher yet).
-func (r *Registry) Lookup(ctx context.Context, id string) (Channel, bool, error) {
+func (r *Registry) Lookup(ctx context.Context, id string) (target.Channel, bool, error) {
 	if ch, ok := r.Get(id); ok {
 		return ch, true, nil
 	}
 	if subjects.Token(id) != nil {
-		return Channel{}, false, nil
+		return target.Channel{}, false, nil
 	}
 	e, err := r.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Channel{}, false, nil
+		return target.Channel{}, false, nil
 	}
 	if err != nil {
-		return Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
+		return target.Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
 	}
 	r.apply(e)
 	ch, ok := r.Get(id)
@@ -166,9 +144,9 @@ func (r *Registry) Lookup(ctx context.Context, id string) (Channel, bool, error)
 }
 
 // List returns every open channel, sorted by id.
-func (r *Registry) List() []Channel {
+func (r *Registry) List() []target.Channel {
 	r.mu.RLock()
-	out := make([]Channel, 0, len(r.byID))
+	out := make([]target.Channel, 0, len(r.byID))
 	for _, ch := range r.byID {
 		out = append(out, ch)
 	}
@@ -179,12 +157,12 @@ func (r *Registry) List() []Channel {
 
 // Put opens or re-opens a channel. It returns the stored record (with its revision) and whether
 // anything changed: the same PUT twice is a no-op.
-func (r *Registry) Put(ctx context.Context, ch Channel) (Channel, error) {
+func (r *Registry) Put(ctx context.Context, ch target.Channel) (target.Channel, error) {
 	if err := subjects.Token(ch.ID); err != nil {
-		return Channel{}, fmt.Errorf("channels: %w", err)
+		return target.Channel{}, fmt.Errorf("channels: %w", err)
 	}
 	if cur, ok, err := r.Lookup(ctx, ch.ID); err != nil {
-		return Channel{}, err
+		return target.Channel{}, err
 	} else if ok && same(cur, ch) {
 		return cur, nil
 	} else if ok {
@@ -192,11 +170,11 @@ func (r *Registry) Put(ctx context.Context, ch Channel) (Channel, error) {
 	}
 	b, err := json.Marshal(ch)
 	if err != nil {
-		return Channel{}, fmt.Errorf("channels: encode: %w", err)
+		return target.Channel{}, fmt.Errorf("channels: encode: %w", err)
 	}
 	rev, err := r.kv.Put(ctx, ch.ID, b)
 	if err != nil {
-		return Channel{}, fmt.Errorf("channels: put %s: %w", ch.ID, err)
+		return target.Channel{}, fmt.Errorf("channels: put %s: %w", ch.ID, err)
 	}
 	ch.Revision = rev
 	r.mu.Lock()
@@ -226,14 +204,14 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-func same(a, b Channel) bool {
+func same(a, b target.Channel) bool {
 	ja, _ := json.Marshal(struct {
-		C Connection
-		T Binding
+		C target.Connection
+		T target.Binding
 	}{a.Connection, a.Target})
 	jb, _ := json.Marshal(struct {
-		C Connection
-		T Binding
+		C target.Connection
+		T target.Binding
 	}{b.Connection, b.Target})
 	return string(ja) == string(jb)
 }

@@ -60,17 +60,17 @@ func (a *ChannelsAPI) register(mux *http.ServeMux, auth func(http.Handler) http.
 }
 
 type descriptor struct {
-	Connection *channels.Connection `json:"connection"`
-	Target     *channels.Binding    `json:"target"`
+	Connection *target.Connection `json:"connection"`
+	Target     *target.Binding    `json:"target"`
 }
 
 type channelView struct {
-	ID         string              `json:"connector_channel_id"`
-	Status     string              `json:"status"`
-	Connection channels.Connection `json:"connection"`
-	Target     targetView          `json:"target"`
-	Stats      *Stats              `json:"stats,omitempty"`
-	Failures   *[]Failure          `json:"failures,omitempty"`
+	ID         string            `json:"connector_channel_id"`
+	Status     string            `json:"status"`
+	Connection target.Connection `json:"connection"`
+	Target     targetView        `json:"target"`
+	Stats      *Stats            `json:"stats,omitempty"`
+	Failures   *[]Failure        `json:"failures,omitempty"`
 }
 
 type targetView struct {
@@ -131,7 +131,7 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, asDescriptorError(err))
 		return
 	}
-	ch, err := a.reg.Put(r.Context(), channels.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
+	ch, err := a.reg.Put(r.Context(), target.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
 	if err != nil {
 		a.logger.Error("channel_put_failed", "channel", id, "err", err)
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel could not be stored"))
@@ -211,15 +211,15 @@ func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *ChannelsAPI) lookup(ctx context.Context, id string) (channels.Channel, bool, error) {
+func (a *ChannelsAPI) lookup(ctx context.Context, id string) (target.Channel, bool, error) {
 	if !profile.ValidChannelID(id) {
-		return channels.Channel{}, false, nil
+		return target.Channel{}, false, nil
 	}
 	return a.reg.Lookup(ctx, id)
 }
 
 // view is the API representation: never a secret (edge-api §2).
-func (a *ChannelsAPI) view(ch channels.Channel) (channelView, error) {
+func (a *ChannelsAPI) view(ch target.Channel) (channelView, error) {
 	ad, ok := a.adapters.Lookup(ch.Target.Adapter)
 	if !ok {
 		return channelView{}, profile.Errorf(profile.CodeUnknownAdapter, "adapter %q not available", ch.Target.Adapter)

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ximd/ximd/handlers"
+	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline/channels"
-	"github.com/ximd/ximd/pipeline/download"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
 )

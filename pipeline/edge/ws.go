@@ -342,8 +342,15 @@ func (g *Gateway) replyError(c *wsConn, in profile.Envelope, e *profile.Error) {
 	g.enqueue(c, b)
 }
 
-// onReply routes a worker's reply to the connection the packet came from, else any live one.
+// onReply routes a worker's reply to the connection the packet came from, else any live one, and
+// answers a request with "sent" or "none" (the worker then queues the reply until a connection
+// is back).
 func (g *Gateway) onReply(m *nats.Msg) {
+	answer := func(a string) {
+		if m.Reply != "" {
+			_ = m.Respond([]byte(a))
+		}
+	}
 	g.mu.RLock()
 	c := g.conns[m.Header.Get(subjects.HeaderConn)]
 	g.mu.RUnlock()
@@ -351,11 +358,16 @@ func (g *Gateway) onReply(m *nats.Msg) {
 		c = g.any()
 		if c == nil {
 			g.metrics.replies.WithLabelValues("no_connection").Inc()
+			answer("none")
 			return
 		}
 		g.metrics.replies.WithLabelValues("rerouted").Inc()
 	}
-	g.enqueue(c, m.Data)
+	if g.enqueue(c, m.Data) {
+		answer("sent")
+		return
+	}
+	answer("none")
 }
 
 func (g *Gateway) enqueue(c *wsConn, b []byte) bool {

@@ -4,14 +4,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target"
 )
 
 // RefPath is the Connector-relative download path of a file_ref ("/files/refs/<ref>"), usable as
 // a download_url that xAgent fetches with its bearer token (P-MSG-6).
-func RefPath(fileRef string) string { return "/files/refs/" + url.PathEscape(fileRef) }
+func RefPath(fileRef string) string { return target.RefPath(fileRef) }
 
 // SignedURL returns an absolute link to the bytes of fileRef that works without the bearer
 // token until now + LinkTTL: PublicURL + RefPath(fileRef) + "?exp=<unix s>&sig=<hex

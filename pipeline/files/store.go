@@ -21,7 +21,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
 )
 
 // File types of P-MSG-4.
@@ -61,23 +63,9 @@ const (
 // sniffLen is how many leading bytes http.DetectContentType looks at.
 const sniffLen = 512
 
-// Meta describes one stored file. Its JSON form is the 201 body of POST /files/uploads.
-type Meta struct {
-	// FileRef names the file: RefPrefix + 32 hex digits.
-	FileRef string `json:"file_ref"`
-	// ChannelID is the channel the file belongs to; only that channel may reference it.
-	ChannelID string `json:"connector_channel_id"`
-	// Type is image, video, audio or file (P-MSG-4).
-	Type string `json:"type"`
-	// Filename is the sanitized original name (no path, no control characters).
-	Filename string `json:"filename"`
-	// MimeType is the media type given at upload, or sniffed from the first 512 bytes.
-	MimeType string `json:"mime_type"`
-	// ByteSize is the exact size of the bytes.
-	ByteSize int64 `json:"byte_size"`
-	// ExpiresAt is when the file stops being served, in unix milliseconds.
-	ExpiresAt int64 `json:"expires_at"`
-}
+// Meta describes one stored file (the model lives in handlers/target, where the stages and the
+// webchat page read it).
+type Meta = target.StoredFile
 
 // ChannelOpen tells whether a channel is open (the channel registry implements it).
 type ChannelOpen interface {
@@ -147,7 +135,7 @@ func (s *Store) bucket(ctx context.Context) (jetstream.ObjectStore, jetstream.St
 		return nil, nil, fmt.Errorf("files: object store %s: %w", s.cfg.Bucket, err)
 	}
 	// The stream behind the bucket (ADR-20 layout), for purges that need no free space.
-	stream, err := s.js.Stream(ctx, "OBJ_"+s.cfg.Bucket)
+	stream, err := s.js.Stream(ctx, subjects.ObjectStream(s.cfg.Bucket))
 	if err != nil {
 		return nil, nil, fmt.Errorf("files: object store %s: %w", s.cfg.Bucket, err)
 	}

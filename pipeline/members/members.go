@@ -28,6 +28,9 @@ type Config struct {
 	Instance string
 	// Partitions is the number of partitions to share (XIM_PARTITIONS). Required.
 	Partitions int
+	// Stages are the pipeline stages this worker runs (XIM_STAGES). Each stage's partitions are
+	// shared among the live workers that run it. Required.
+	Stages []string
 	// Interval is the heartbeat period. Default 1s.
 	Interval time.Duration
 	// Timeout is how long a worker that fell silent still counts (it died: its partitions move
@@ -51,6 +54,9 @@ func (c Config) Validate() error {
 	if err := subjects.Token(c.Instance); err != nil {
 		errs = append(errs, fmt.Errorf("instance: %w", err))
 	}
+	if len(c.Stages) == 0 {
+		errs = append(errs, errors.New("stages: at least one is required"))
+	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions %d: must be positive", c.Partitions))
 	}
@@ -62,8 +68,9 @@ func (c Config) Validate() error {
 
 // beat is the heartbeat message.
 type beat struct {
-	Instance string `json:"instance"`
-	Leaving  bool   `json:"leaving,omitempty"`
+	Instance string   `json:"instance"`
+	Stages   []string `json:"stages"`
+	Leaving  bool     `json:"leaving,omitempty"`
 }
 
 // Members is one worker's view of the live workers and its share of the partitions.
@@ -72,13 +79,22 @@ type Members struct {
 	nc     *nats.Conn
 	logger *slog.Logger
 	live   prometheus.Gauge
-	owned  prometheus.Gauge
+	owned  *prometheus.GaugeVec
 
-	mu    sync.Mutex
-	seen  map[string]time.Time // other workers, by instance: last heard
-	index int                  // this worker's index among the sorted live instances
-	n     int                  // live instances, this one included
+	mu     sync.Mutex
+	seen   map[string]peer  // other workers, by instance
+	shares map[string]share // this worker's share of each of its stages
+	n      int              // live instances, this one included
 }
+
+// peer is another live worker.
+type peer struct {
+	at     time.Time // last heard
+	stages []string
+}
+
+// share is this worker's place among the live workers running one stage.
+type share struct{ index, n int }
 
 // New returns the view of the worker cfg.Instance; Run keeps it. Its gauges are registered with
 // reg (ximd_workers_live, ximd_partitions_owned).
@@ -87,11 +103,11 @@ func New(nc *nats.Conn, cfg Config, reg prometheus.Registerer, logger *slog.Logg
 		return nil, fmt.Errorf("members: %w", err)
 	}
 	m := &Members{
-		cfg: cfg.withDefaults(), nc: nc, logger: logger, seen: map[string]time.Time{}, n: 1,
+		cfg: cfg.withDefaults(), nc: nc, logger: logger, seen: map[string]peer{}, n: 1,
 		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_workers_live",
 			Help: "Worker processes this worker hears (itself included); the partitions are shared among them."}),
-		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_partitions_owned",
-			Help: "XIM_IN partitions assigned to this worker."}),
+		owned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ximd_partitions_owned",
+			Help: "XIM_IN partitions assigned to this worker, per stage it runs."}, []string{"stage"}),
 	}
 	if err := reg.Register(m.live); err != nil {
 		return nil, fmt.Errorf("members: %w", err)
@@ -103,11 +119,13 @@ func New(nc *nats.Conn, cfg Config, reg prometheus.Registerer, logger *slog.Logg
 	return m, nil
 }
 
-// Owns reports whether partition p is this worker's to serve. Safe for concurrent use.
-func (m *Members) Owns(p int) bool {
+// Owns reports whether partition p of stage is this worker's to serve: the partitions of a stage
+// go round-robin to the sorted live workers that run it. Safe for concurrent use.
+func (m *Members) Owns(stage string, p int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return p%m.n == m.index
+	sh, ok := m.shares[stage]
+	return ok && p%sh.n == sh.index
 }
 
 // Live returns the instances of the live workers, this one included, sorted.
@@ -126,18 +144,40 @@ func (m *Members) liveLocked() []string {
 	return live
 }
 
+// runs reports whether instance runs stage (a heartbeat without stages: every stage).
+func (m *Members) runs(instance, stage string) bool {
+	if instance == m.cfg.Instance {
+		return slices.Contains(m.cfg.Stages, stage)
+	}
+	p := m.seen[instance]
+	return len(p.stages) == 0 || slices.Contains(p.stages, stage)
+}
+
 // update recomputes this worker's share; m.mu is held or m is not shared yet.
 func (m *Members) update() {
 	live := m.liveLocked()
-	m.n, m.index = len(live), slices.Index(live, m.cfg.Instance)
-	owned := 0
-	for p := 0; p < m.cfg.Partitions; p++ {
-		if p%m.n == m.index {
-			owned++
+	m.n = len(live)
+	m.shares = make(map[string]share, len(m.cfg.Stages))
+	for _, stage := range m.cfg.Stages {
+		var sh share
+		for _, inst := range live {
+			if inst == m.cfg.Instance {
+				sh.index = sh.n
+			}
+			if m.runs(inst, stage) {
+				sh.n++
+			}
 		}
+		m.shares[stage] = sh
+		owned := 0
+		for p := 0; p < m.cfg.Partitions; p++ {
+			if p%sh.n == sh.index {
+				owned++
+			}
+		}
+		m.owned.WithLabelValues(stage).Set(float64(owned))
 	}
 	m.live.Set(float64(m.n))
-	m.owned.Set(float64(owned))
 }
 
 // Run announces this worker and follows the others until ctx ends; then it announces that it
@@ -174,13 +214,13 @@ func (m *Members) Run(ctx context.Context) error {
 // of this worker within a round trip rather than an interval.
 func (m *Members) heard(b beat) {
 	m.mu.Lock()
-	_, known := m.seen[b.Instance]
+	old, known := m.seen[b.Instance]
 	if b.Leaving {
 		delete(m.seen, b.Instance)
 	} else {
-		m.seen[b.Instance] = time.Now()
+		m.seen[b.Instance] = peer{at: time.Now(), stages: b.Stages}
 	}
-	changed := known == b.Leaving
+	changed := known == b.Leaving || (known && !slices.Equal(old.stages, b.Stages))
 	if changed {
 		m.update()
 	}
@@ -198,8 +238,8 @@ func (m *Members) heard(b beat) {
 func (m *Members) expire(now time.Time) {
 	m.mu.Lock()
 	var gone []string
-	for inst, at := range m.seen {
-		if now.Sub(at) > m.cfg.Timeout {
+	for inst, p := range m.seen {
+		if now.Sub(p.at) > m.cfg.Timeout {
 			delete(m.seen, inst)
 			gone = append(gone, inst)
 		}
@@ -215,7 +255,7 @@ func (m *Members) expire(now time.Time) {
 }
 
 func (m *Members) announce(leaving bool) {
-	b, _ := json.Marshal(beat{Instance: m.cfg.Instance, Leaving: leaving})
+	b, _ := json.Marshal(beat{Instance: m.cfg.Instance, Stages: m.cfg.Stages, Leaving: leaving})
 	if err := m.nc.Publish(subjects.WorkerHeartbeat, b); err != nil {
 		m.logger.Debug("workers_announce_failed", "err", err)
 	}

@@ -27,14 +27,21 @@ type worker struct {
 	done chan struct{}
 }
 
+var allStages = []string{"deliver", "assemble"}
+
 func start(t *testing.T, url, instance string) *worker {
+	t.Helper()
+	return startStages(t, url, instance, allStages...)
+}
+
+func startStages(t *testing.T, url, instance string, stages ...string) *worker {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	m, err := members.New(nc, members.Config{Instance: instance, Partitions: 8, Interval: 100 * time.Millisecond},
+	m, err := members.New(nc, members.Config{Instance: instance, Partitions: 8, Stages: stages, Interval: 100 * time.Millisecond},
 		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +53,12 @@ func start(t *testing.T, url, instance string) *worker {
 	return w
 }
 
-// owners returns, per partition, the workers that believe they own it.
-func owners(ws []*worker) [][]int {
+// owners returns, per partition of stage, the workers that believe they own it.
+func owners(ws []*worker, stage string) [][]int {
 	out := make([][]int, 8)
 	for p := range out {
 		for i, w := range ws {
-			if w.m.Owns(p) {
+			if w.m.Owns(stage, p) {
 				out[p] = append(out[p], i)
 			}
 		}
@@ -59,15 +66,22 @@ func owners(ws []*worker) [][]int {
 	return out
 }
 
-// settled waits until every partition has exactly one owner among ws, and each worker owns its
-// share (n partitions spread as evenly as possible).
+// settled waits until every partition of every stage has exactly one owner among ws, and each
+// worker owns its share (n partitions spread as evenly as possible).
 func settled(t *testing.T, ws []*worker) {
+	t.Helper()
+	for _, stage := range allStages {
+		settledStage(t, ws, stage)
+	}
+}
+
+func settledStage(t *testing.T, ws []*worker, stage string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ok := true
 		count := make([]int, len(ws))
-		for _, o := range owners(ws) {
+		for _, o := range owners(ws, stage) {
 			ok = ok && len(o) == 1
 			if len(o) == 1 {
 				count[o[0]]++
@@ -78,7 +92,7 @@ func settled(t *testing.T, ws []*worker) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not settled: owners %v", owners(ws))
+			t.Fatalf("stage %s not settled: owners %v", stage, owners(ws, stage))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -113,14 +127,29 @@ func TestMembersShareThePartitions(t *testing.T) {
 	}
 }
 
+// A stage's partitions are shared only among the workers that run it: a worker that runs only
+// delivery takes half of the delivery partitions and none of the assembly ones.
+func TestMembersShareEachStageAmongItsWorkers(t *testing.T) {
+	url := startServer(t)
+	a, b := start(t, url, "w-a"), startStages(t, url, "w-b", "deliver")
+	settledStage(t, []*worker{a, b}, "deliver")
+	settledStage(t, []*worker{a}, "assemble")
+	for p := 0; p < 8; p++ {
+		if b.m.Owns("assemble", p) {
+			t.Fatalf("a worker without the assemble stage owns its partition %d", p)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     members.Config
 		wantErr bool
 	}{
-		{"ok", members.Config{Instance: "w1", Partitions: 8}, false},
-		{"no instance", members.Config{Partitions: 8}, true},
+		{"ok", members.Config{Instance: "w1", Partitions: 8, Stages: allStages}, false},
+		{"no instance", members.Config{Partitions: 8, Stages: allStages}, true},
+		{"no stages", members.Config{Instance: "w1", Partitions: 8}, true},
 		{"unsafe instance", members.Config{Instance: "w.1", Partitions: 8}, true},
 		{"no partitions", members.Config{Instance: "w1"}, true},
 		{"timeout below interval", members.Config{Instance: "w1", Partitions: 8, Interval: time.Second, Timeout: time.Second}, true},

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ type Config struct {
 	MaxDeltaBuffers   int           // XIM_MAX_DELTA_BUFFERS
 	MaxDeltaBytes     int           // XIM_MAX_DELTA_BYTES
 	TargetRetryBudget time.Duration // XIM_TARGET_RETRY_BUDGET
+	Stages            []string      // XIM_STAGES: the worker stages this process runs (default: all)
+	MaxLanes          int           // XIM_MAX_LANES: channels in process at once per stage partition
 	TargetTimeout     time.Duration // XIM_TARGET_TIMEOUT
 	MaxPacketBytes    int64         // XIM_MAX_PACKET_BYTES
 	FileTTL           time.Duration // XIM_FILE_TTL
@@ -77,7 +80,9 @@ func Defaults() Config {
 		DeltaTTL:          10 * time.Minute,
 		MaxDeltaBuffers:   10000,
 		MaxDeltaBytes:     1 << 20,
-		TargetRetryBudget: 5 * time.Second,
+		TargetRetryBudget: 2 * time.Minute,
+		Stages:            pipeline.StageNames(),
+		MaxLanes:          64,
 		TargetTimeout:     10 * time.Second,
 		MaxPacketBytes:    1 << 20,
 		FileTTL:           24 * time.Hour,
@@ -160,6 +165,15 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	num("XIM_MAX_DELTA_BUFFERS", &c.MaxDeltaBuffers)
 	num("XIM_MAX_DELTA_BYTES", &c.MaxDeltaBytes)
 	dur("XIM_TARGET_RETRY_BUDGET", &c.TargetRetryBudget)
+	if v := strings.TrimSpace(getenv("XIM_STAGES")); v != "" {
+		c.Stages = nil
+		for _, st := range strings.Split(v, ",") {
+			if st = strings.TrimSpace(st); st != "" && !slices.Contains(c.Stages, st) {
+				c.Stages = append(c.Stages, st)
+			}
+		}
+	}
+	num("XIM_MAX_LANES", &c.MaxLanes)
 	dur("XIM_TARGET_TIMEOUT", &c.TargetTimeout)
 	i64("XIM_MAX_PACKET_BYTES", &c.MaxPacketBytes)
 	dur("XIM_FILE_TTL", &c.FileTTL)
@@ -214,9 +228,21 @@ func (c Config) Validate() error {
 	if c.MaxPacketBytes < 1024 || c.MaxPacketBytes > 4<<20 {
 		errs = append(errs, errors.New("XIM_MAX_PACKET_BYTES must be within 1 KiB..4 MiB"))
 	}
-	if c.TargetRetryBudget <= 0 || c.TargetRetryBudget > 2*time.Minute {
-		// A final's retries hold up its partition: every channel behind it waits.
-		errs = append(errs, errors.New("XIM_TARGET_RETRY_BUDGET must be within 0..2m"))
+	if c.TargetRetryBudget <= 0 || c.TargetRetryBudget > time.Hour {
+		// A final's retries hold up only its channel's lane, and xAgent waits that long for its ack.
+		errs = append(errs, errors.New("XIM_TARGET_RETRY_BUDGET must be within 0..1h"))
+	}
+	known := pipeline.StageNames()
+	if len(c.Stages) == 0 {
+		errs = append(errs, fmt.Errorf("XIM_STAGES: at least one of %s", strings.Join(known, ",")))
+	}
+	for _, st := range c.Stages {
+		if !slices.Contains(known, st) {
+			errs = append(errs, fmt.Errorf("XIM_STAGES: unknown stage %q (stages: %s)", st, strings.Join(known, ",")))
+		}
+	}
+	if c.MaxLanes < 1 || c.MaxLanes > pipeline.StageMaxHeld {
+		errs = append(errs, fmt.Errorf("XIM_MAX_LANES must be within 1..%d", pipeline.StageMaxHeld))
 	}
 	if c.DeltaTTL <= 0 || c.ActivityTimeout <= 0 || c.FileTTL <= 0 || c.TargetTimeout <= 0 || c.DownloadTimeout <= 0 {
 		errs = append(errs, errors.New("XIM_DELTA_TTL, XIM_ACTIVITY_TIMEOUT, XIM_FILE_TTL, XIM_TARGET_TIMEOUT and XIM_FILE_DOWNLOAD_TIMEOUT must be > 0"))

@@ -39,7 +39,7 @@ func TestFromEnv(t *testing.T) {
 		}, wantErr: []string{"XIM_EDIT_INTERVAL", "XIM_MAX_FILE_BYTES", "XIM_LOG_LEVEL", "XIM_NATS_PORT"}},
 		{name: "gateway needs nats url", role: node.RoleGateway, wantErr: []string{"XIM_NATS_URL"}},
 		{name: "worker needs nats url", role: node.RoleWorker, wantErr: []string{"XIM_NATS_URL"}},
-		{name: "retry budget at most 2m", role: node.RoleAll, env: map[string]string{"XIM_TARGET_RETRY_BUDGET": "3m"}, wantErr: []string{"XIM_TARGET_RETRY_BUDGET"}},
+		{name: "retry budget at most 1h", role: node.RoleAll, env: map[string]string{"XIM_TARGET_RETRY_BUDGET": "2h"}, wantErr: []string{"XIM_TARGET_RETRY_BUDGET"}},
 		{name: "public url must be absolute", role: node.RoleAll, env: map[string]string{"XIM_PUBLIC_URL": "ximd.local"}, wantErr: []string{"XIM_PUBLIC_URL"}},
 	}
 	for _, tt := range tests {

@@ -13,10 +13,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,12 +26,12 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/pipeline/channels"
-	"github.com/ximd/ximd/pipeline/download"
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/pipeline/members"
@@ -239,11 +241,55 @@ func (n *Node) files(ctx context.Context, js jetstream.JetStream) (*files.Store,
 	return files.New(js, n.fileConfig(), key, n.logger)
 }
 
+// worker is the running worker role of a node: its stage consumers, the send path's outbound
+// loop and their helpers.
+type worker struct {
+	log      *slog.Logger
+	mem      *members.Members
+	sub      *bus.Subscriber
+	poison   *bus.Subscriber
+	pub      *bus.Publisher
+	router   *message.Router
+	asm      *handlers.Assembler
+	activity *handlers.Activity
+	outbox   *handlers.Outbox
+	replies  *handlers.ReplyQueue
+	subs     []*nats.Subscription
+	// runsActivity: this worker runs the activity stage and answers clear requests (clears
+	// counts those being answered).
+	runsActivity bool
+	clears       sync.WaitGroup
+}
+
 func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+	w := &worker{log: n.logger.With("role", "worker"), outbox: outbox}
+	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions, Stages: n.cfg.Stages}, n.reg, w.log.With("stage", "members"))
+	if err != nil {
+		return nil, err
+	}
+	w.mem = mem
+	stages, err := n.buildStages(ctx, nc, js, reg, records, fs, adapters, w)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.subscribeStages(js, stages, w); err != nil {
+		return nil, err
+	}
+	if err := w.listen(nc, stages); err != nil {
+		return nil, err
+	}
+	return w.run(ctx, errc), nil
+}
+
+// runs reports whether this worker runs stage.
+func (n *Node) runs(stage string) bool { return slices.Contains(n.cfg.Stages, stage) }
+
+// buildStages makes the stages' parts and their shared helpers.
+func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *target.Registry, w *worker) (*handlers.Stages, error) {
 	m := handlers.NewMetrics(n.reg)
 	n.reg.MustRegister(pipeline.NewStreamCollector(js)) // consumer lag, pending user messages
-	log := n.logger.With("role", "worker")
-	replies := handlers.NewReplier(nc, m, log)
+	w.replies = handlers.NewReplyQueue(js, nc, m.Replies, w.log.With("stage", "reply"))
+	replies := handlers.NewReplier(nc, w.replies, m, w.log)
 	// The records name the process that wrote them: an instance name may be reused by the next
 	// process (XIM_INSTANCE), and a record of an earlier process is one whose outcome it took along.
 	process := n.cfg.Instance + "/" + randomHex(4)
@@ -252,122 +298,185 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		return nil, err
 	}
 	targets := handlers.NewTargets(webchat.WithChannelIDs(reg), adapters)
-	activity := handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout,
-		Leases: leases, Resolve: targets.Resolve}, m, log)
-	asm := handlers.NewAssembler(handlers.AssembleConfig{TTL: n.cfg.DeltaTTL, MaxBuffers: n.cfg.MaxDeltaBuffers, MaxBytes: n.cfg.MaxDeltaBytes,
-		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: process}, records, activity, m, log)
+	pacer := handlers.NewPacer()
+	w.activity = handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout,
+		Leases: leases, Resolve: targets.Resolve, Pacer: pacer}, m, w.log)
+	clear := &handlers.Clearer{Owns: func(p int) bool { return w.mem.Owns(stageActivity, p) }, Req: nc, Logger: w.log}
+	if w.runsActivity = n.runs(stageActivity); w.runsActivity {
+		clear.Local = w.activity
+	}
+	w.asm = handlers.NewAssembler(handlers.AssembleConfig{TTL: n.cfg.DeltaTTL, MaxBuffers: n.cfg.MaxDeltaBuffers, MaxBytes: n.cfg.MaxDeltaBytes,
+		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: process,
+		DeliverLocal: func(p int) bool { return w.mem.Owns(stageDeliver, p) }}, records, clear, pacer, m, w.log)
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process},
-		records, fileResolver{fs}, asm, activity, replies, m, log)
-	stages := handlers.NewStages(profile.Default(), targets, asm, del, activity, outbox, replies, m, log)
+		records, fileResolver{fs}, w.asm, clear, pacer, replies, m, w.log)
+	stages := handlers.NewStages(profile.Default(), targets, w.asm, del, w.activity, w.outbox, replies, m, w.log)
 	reg.OnChange(func(id string, open bool) {
 		if !open {
 			stages.ChannelClosed(id)
+			pacer.Drop(id)
 		}
 	})
+	return stages, nil
+}
 
-	pub, err := bus.NewPublisher(js, bus.PublisherConfig{}, log)
-	if err != nil {
-		return nil, err
+// Stage names the worker treats specially (the catalog names them all).
+const (
+	stageDeliver  = "deliver"
+	stageActivity = "activity"
+)
+
+// subscribeStages adds a router handler per partition of every stage this worker runs: each a
+// durable consumer of its own (`deliver-p03`), with a lane per channel.
+func (n *Node) subscribeStages(js jetstream.JetStream, stages *handlers.Stages, w *worker) error {
+	var err error
+	if w.pub, err = bus.NewPublisher(js, bus.PublisherConfig{}, w.log); err != nil {
+		return err
 	}
-	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions}, n.reg, log.With("stage", "members"))
+	kinds := pipeline.Stages()
+	w.sub, err = bus.NewSubscriber(js, bus.SubscriberConfig{
+		Consumer: func(topic string) bus.Consumer { return stageConsumer(topic, kinds) },
+		AckWait:  pipeline.StageAckWait,
+		// The consumers are provisioned with these settings (pipeline.StageConsumerConfig).
+		MaxAckPending: pipeline.StageMaxAckPending,
+		Active: func(topic string) bool {
+			stage, p, _ := subjects.ParseStageConsumer(topic)
+			return w.mem.Owns(stage, p)
+		},
+		Lane:     subjects.ChannelOfStored,
+		MaxLanes: n.cfg.MaxLanes,
+		MaxHeld:  pipeline.StageMaxHeld,
+	}, w.log)
 	if err != nil {
-		return nil, err
-	}
-	sub, err := bus.NewSubscriber(js, bus.SubscriberConfig{
-		Consumer:      consumerOf,
-		AckWait:       pipeline.PartitionAckWait,
-		MaxAckPending: pipeline.PartitionMaxAckPending,
-		Active:        func(topic string) bool { return mem.Owns(partitionOf(topic)) },
-	}, log)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	poisonTopic, _ := subjects.Poison("in")
-	router, err := pipeline.NewRouter(pipeline.DefaultRouterConfig(), pub, poisonTopic, log)
-	if err != nil {
-		return nil, err
+	if w.router, err = pipeline.NewRouter(pipeline.DefaultRouterConfig(), w.pub, poisonTopic, w.log); err != nil {
+		return err
 	}
-	for p := 0; p < n.cfg.Store.Partitions; p++ {
-		name := subjects.PartitionConsumer(p)
-		router.AddNoPublisherHandler(name, name, sub, stages.Handle)
+	for _, stage := range n.cfg.Stages {
+		for p := 0; p < n.cfg.Store.Partitions; p++ {
+			name := subjects.StageConsumer(stage, p)
+			w.router.AddNoPublisherHandler(name, name, w.sub, stages.Handle)
+		}
 	}
-	poisonSub, err := bus.NewSubscriber(js, bus.SubscriberConfig{Consumer: consumerOf}, log)
-	if err != nil {
-		return nil, err
+	if n.runs(stageDeliver) {
+		if w.poison, err = bus.NewSubscriber(js, bus.SubscriberConfig{Consumer: stageConsumerOrPoison(kinds)}, w.log); err != nil {
+			return err
+		}
+		w.router.AddNoPublisherHandler(poisonConsumer, poisonConsumer, w.poison, stages.PoisonHandler)
 	}
-	router.AddNoPublisherHandler(poisonConsumer, poisonConsumer, poisonSub, stages.PoisonHandler)
+	n.reg.MustRegister(newLaneCollector(w.sub))
+	return nil
+}
 
+// listen answers the per-channel stats scatter and, with the activity stage, the status clear
+// notices of stages in other processes.
+func (w *worker) listen(nc *nats.Conn, stages *handlers.Stages) error {
 	statsSub, err := nc.Subscribe(subjects.StatsRequest, func(msg *nats.Msg) {
 		ch := string(msg.Data)
-		_ = msg.Respond([]byte(fmt.Sprintf(`{"open_delta_buffers":%d}`, asm.Count(ch))))
+		_ = msg.Respond([]byte(fmt.Sprintf(`{"open_delta_buffers":%d}`, w.asm.Count(ch))))
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	w.subs = append(w.subs, statsSub)
+	if !w.runsActivity {
+		return nil
+	}
+	owns := func(p int) bool { return w.mem.Owns(stageActivity, p) }
+	clearSub, err := nc.Subscribe(subjects.ClearRequests, func(msg *nats.Msg) {
+		w.clears.Add(1)
+		go func() { defer w.clears.Done(); handlers.ServeClear(context.Background(), w.activity, owns, msg) }()
+	})
+	if err != nil {
+		return err
+	}
+	w.subs = append(w.subs, clearSub)
+	return nil
+}
 
+// run starts the worker's goroutines and returns the function that drains and stops them.
+func (w *worker) run(ctx context.Context, errc chan<- error) func(context.Context) {
 	var wg sync.WaitGroup
 	mctx, stopMembers := context.WithCancel(context.Background())
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := mem.Run(mctx); err != nil {
+		if err := w.mem.Run(mctx); err != nil {
 			errc <- err
 		}
 	}()
 	actx, stopAsm := context.WithCancel(context.Background())
-	wg.Add(4)
-	go func() { defer wg.Done(); _ = asm.Run(actx) }()
-	go func() { defer wg.Done(); _ = activity.Run(actx) }()
+	wg.Add(5)
+	go func() { defer wg.Done(); _ = w.asm.Run(actx) }()
 	go func() {
 		defer wg.Done()
-		if err := outbox.Run(actx); err != nil {
+		if err := w.replies.Run(actx); err != nil {
+			errc <- err
+		}
+	}()
+	go func() { defer wg.Done(); _ = w.activity.Run(actx) }()
+	go func() {
+		defer wg.Done()
+		if err := w.outbox.Run(actx); err != nil {
 			errc <- err
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		if err := router.Run(context.Background()); err != nil {
+		if err := w.router.Run(context.Background()); err != nil {
 			errc <- fmt.Errorf("router: %w", err)
 		}
 	}()
 	select {
-	case <-router.Running():
+	case <-w.router.Running():
 	case <-ctx.Done():
 	}
 	return func(dctx context.Context) {
-		_ = statsSub.Unsubscribe()
-		stopMembers() // the others take this worker's partitions over as its subscriptions hand them back
-		if err := router.Close(); err != nil {
-			log.Warn("router_close", "err", err)
+		for _, s := range w.subs {
+			_ = s.Unsubscribe()
 		}
-		_ = sub.Close()
-		_ = poisonSub.Close()
-		_ = pub.Close()
+		w.clears.Wait() // each at most handlers.ClearTimeout
+		stopMembers()   // the others take this worker's partitions over as its subscriptions hand them back
+		if err := w.router.Close(); err != nil {
+			w.log.Warn("router_close", "err", err)
+		}
+		_ = w.sub.Close()
+		if w.poison != nil {
+			_ = w.poison.Close()
+		}
+		_ = w.pub.Close()
 		stopAsm()
-		_ = asm.Close(dctx)
-		_ = activity.Close(dctx)
+		_ = w.asm.Close(dctx)
+		_ = w.activity.Close(dctx)
 		wg.Wait()
-	}, nil
+	}
 }
 
 const poisonConsumer = "poison-replies"
 
-// partitionOf is the partition of a partition consumer's topic ("in-p03": 3).
-func partitionOf(topic string) int {
-	var p int
-	_, _ = fmt.Sscanf(topic, "in-p%d", &p)
-	return p
+// stageConsumer maps a stage consumer's topic ("deliver-p03") to its stream and durable consumer.
+func stageConsumer(topic string, kinds map[string][]string) bus.Consumer {
+	stage, p, _ := subjects.ParseStageConsumer(topic)
+	cfg, _ := pipeline.StageConsumerConfig(stage, p, kinds[stage])
+	filters := cfg.FilterSubjects
+	if cfg.FilterSubject != "" {
+		filters = []string{cfg.FilterSubject}
+	}
+	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: filters, Description: cfg.Description,
+		PinnedGroup: pipeline.StageGroup, PinnedTTL: pipeline.StagePinnedTTL}
 }
 
-// consumerOf maps a router topic to its stream and durable consumer.
-func consumerOf(topic string) bus.Consumer {
-	if topic == poisonConsumer {
-		return bus.Consumer{Stream: subjects.StreamPoison, Durable: poisonConsumer, FilterSubjects: []string{subjects.PoisonAll},
-			Description: "ximd answers finals a partition gave up on"}
+// stageConsumerOrPoison also maps the poison stream's consumer.
+func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer {
+	return func(topic string) bus.Consumer {
+		if topic == poisonConsumer {
+			return bus.Consumer{Stream: subjects.StreamPoison, Durable: poisonConsumer, FilterSubjects: []string{subjects.PoisonAll},
+				Description: "ximd answers finals a stage gave up on"}
+		}
+		return stageConsumer(topic, kinds)
 	}
-	cfg := pipeline.PartitionConsumerConfig(partitionOf(topic))
-	return bus.Consumer{Stream: subjects.StreamIn, Durable: cfg.Durable, FilterSubjects: []string{cfg.FilterSubject}, Description: cfg.Description,
-		PinnedGroup: pipeline.PartitionGroup, PinnedTTL: pipeline.PartitionPinnedTTL}
 }
 
 func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, hook *webhook.Adapter, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {

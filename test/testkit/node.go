@@ -43,6 +43,7 @@ func StartNode(opts NodeOptions) (*Node, error) {
 	cfg.NATSMonitorPort = 0
 	cfg.AgentToken = "test-token-" + NewID("t")
 	cfg.PublicURL = "http://127.0.0.1"
+	cfg.TargetRetryBudget = 5 * time.Second // failing targets answer within a test's patience
 	if opts.Mutate != nil {
 		opts.Mutate(&cfg)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/ximd/ximd/pipeline/channels"
+	"github.com/ximd/ximd/handlers/target"
 )
 
 // ChannelSource looks channels up (the channel registry; handlers.ChannelSource).
 type ChannelSource interface {
-	Lookup(ctx context.Context, id string) (channels.Channel, bool, error)
+	Lookup(ctx context.Context, id string) (target.Channel, bool, error)
 }
 
 // WithChannelIDs wraps the channel registry the workers resolve targets from: a webchat
@@ -20,7 +20,7 @@ func WithChannelIDs(src ChannelSource) ChannelSource { return stamped{src} }
 
 type stamped struct{ src ChannelSource }
 
-func (s stamped) Lookup(ctx context.Context, id string) (channels.Channel, bool, error) {
+func (s stamped) Lookup(ctx context.Context, id string) (target.Channel, bool, error) {
 	ch, ok, err := s.src.Lookup(ctx, id)
 	if err != nil || !ok || ch.Target.Adapter != Name {
 		return ch, ok, err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/pipeline/natstest"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -43,7 +42,7 @@ func open(t *testing.T, js jetstream.JetStream, channel string) *webchat.Target 
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := webchat.WithChannelIDs(fakeChannels{channel: {ID: channel, Target: channels.Binding{Adapter: webchat.Name, Config: json.RawMessage(`{"title":"T"}`)}}})
+	src := webchat.WithChannelIDs(fakeChannels{channel: {ID: channel, Target: target.Binding{Adapter: webchat.Name, Config: json.RawMessage(`{"title":"T"}`)}}})
 	ch, ok, err := src.Lookup(context.Background(), channel)
 	if err != nil || !ok {
 		t.Fatalf("lookup: %v %v", ok, err)
@@ -55,9 +54,9 @@ func open(t *testing.T, js jetstream.JetStream, channel string) *webchat.Target 
 	return tg.(*webchat.Target)
 }
 
-type fakeChannels map[string]channels.Channel
+type fakeChannels map[string]target.Channel
 
-func (f fakeChannels) Lookup(_ context.Context, id string) (channels.Channel, bool, error) {
+func (f fakeChannels) Lookup(_ context.Context, id string) (target.Channel, bool, error) {
 	ch, ok := f[id]
 	return ch, ok, nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/pipeline/download"
+	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/profile"
 )
 

@@ -396,6 +396,9 @@ func (t *webhookTarget) call(ctx context.Context, method, u, op string, body []b
 		slog.Duration("duration", time.Since(start)))
 
 	if perr := statusError(op, resp.StatusCode); perr != nil {
+		if after, ok := target.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && perr.Retryable {
+			return &target.RetryAfterError{After: after, Err: perr}
+		}
 		return perr
 	}
 	if onOK == nil {

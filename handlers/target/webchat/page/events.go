@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -20,7 +20,7 @@ import (
 // latest state of its last HistoryLimit items), then an `event: ready`, then every change as it
 // is written. Each event's id is the item's stream sequence; a reconnecting EventSource sends it
 // back as Last-Event-ID and gets only what changed after it.
-func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, profile.CodeInternal, "streaming unsupported")

@@ -18,9 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/pipeline/channels"
-	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -37,14 +36,14 @@ const (
 
 // Channels looks channels up (the channel registry).
 type Channels interface {
-	Lookup(ctx context.Context, id string) (channels.Channel, bool, error)
+	Lookup(ctx context.Context, id string) (target.Channel, bool, error)
 }
 
 // Files is the part of the Transfer Plane the page uses.
 type Files interface {
-	Put(ctx context.Context, channelID string, m files.Meta, r io.Reader) (files.Meta, error)
-	Stat(ctx context.Context, channelID, fileRef string) (files.Meta, error)
-	Open(ctx context.Context, fileRef string) (files.Meta, io.ReadCloser, error)
+	Put(ctx context.Context, channelID string, m target.StoredFile, r io.Reader) (target.StoredFile, error)
+	Stat(ctx context.Context, channelID, fileRef string) (target.StoredFile, error)
+	Open(ctx context.Context, fileRef string) (target.StoredFile, io.ReadCloser, error)
 }
 
 // Outbox is the send path's pending set (handlers.Outbox).
@@ -176,7 +175,7 @@ func (h *Handler) Link(w http.ResponseWriter, r *http.Request) {
 
 // guard admits a request that carries the channel's page secret: none is 401, a wrong one (or
 // a channel that is not an open webchat channel, which has no valid secret) is 403.
-func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, channels.Channel)) http.HandlerFunc {
+func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, target.Channel)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get(KeyHeader)
 		if got == "" {
@@ -214,14 +213,14 @@ func (h *Handler) deny(w http.ResponseWriter, html bool, status int, msg string)
 	writeError(w, status, profile.CodeUnauthorized, msg)
 }
 
-func (h *Handler) lookup(ctx context.Context, id string) (channels.Channel, bool, error) {
+func (h *Handler) lookup(ctx context.Context, id string) (target.Channel, bool, error) {
 	if !profile.ValidChannelID(id) {
-		return channels.Channel{}, false, nil
+		return target.Channel{}, false, nil
 	}
 	return h.channels.Lookup(ctx, id)
 }
 
-func (h *Handler) page(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	c, _ := webchat.ParseConfig(ch.Target.Config)
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, map[string]string{"Title": c.Title, "Channel": ch.ID}); err != nil {
@@ -247,7 +246,7 @@ func (h *Handler) asset(name, ctype string) http.HandlerFunc {
 	}
 }
 
-func (h *Handler) info(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) info(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	c, _ := webchat.ParseConfig(ch.Target.Config)
 	writeJSON(w, http.StatusOK, map[string]any{"connector_channel_id": ch.ID, "title": c.Title,
 		"max_file_bytes": h.cfg.MaxFileBytes})
@@ -265,7 +264,7 @@ type postBody struct {
 
 // post makes a page message a user chat.message to xAgent, exactly like the webhook inbound
 // route: message_id derived from the page's client_id, pending in the outbox until acked.
-func (h *Handler) post(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	status, code, msg := h.accept(w, r, ch)
 	if code != "" {
 		h.posted.WithLabelValues(code).Inc()
@@ -273,7 +272,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, ch channels.Chann
 	}
 }
 
-func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch channels.Channel) (int, string, string) {
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch target.Channel) (int, string, string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		return http.StatusRequestEntityTooLarge, profile.CodePacketTooLarge, "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"
@@ -314,7 +313,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch channels.Cha
 			return http.StatusServiceUnavailable, profile.CodeUnavailable, "file store unavailable"
 		}
 		m.Files = append(m.Files, profile.File{Type: meta.Type, FileRef: meta.FileRef, Filename: meta.Filename, MimeType: meta.MimeType,
-			ByteSize: meta.ByteSize, ExpiresAt: meta.ExpiresAt, DownloadURL: files.RefPath(meta.FileRef)})
+			ByteSize: meta.ByteSize, ExpiresAt: meta.ExpiresAt, DownloadURL: target.RefPath(meta.FileRef)})
 		shown = append(shown, webchat.File{Type: meta.Type, FileRef: meta.FileRef, Filename: meta.Filename, MimeType: meta.MimeType, ByteSize: meta.ByteSize})
 	}
 	raw, _ := json.Marshal(m)
@@ -345,7 +344,7 @@ func (h *Handler) display(ctx context.Context, channel, item string, pb postBody
 }
 
 // upload stores one file from the page (multipart field "file") in the file store.
-func (h *Handler) upload(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	limit := h.cfg.MaxFileBytes + 64<<10
 	if r.ContentLength > limit {
 		writeError(w, http.StatusRequestEntityTooLarge, profile.CodeFileTooLarge, "file exceeds the maximum of "+strconv.FormatInt(h.cfg.MaxFileBytes, 10)+" bytes")
@@ -367,7 +366,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, ch channels.Cha
 			_ = p.Close()
 			continue
 		}
-		meta, err := h.files.Put(r.Context(), ch.ID, files.Meta{Filename: p.FileName(), MimeType: p.Header.Get("Content-Type")}, p)
+		meta, err := h.files.Put(r.Context(), ch.ID, target.StoredFile{Filename: p.FileName(), MimeType: p.Header.Get("Content-Type")}, p)
 		if err != nil {
 			var pe *profile.Error
 			var mbe *http.MaxBytesError
@@ -392,7 +391,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, ch channels.Cha
 }
 
 // file serves a file of the channel: images inline (for <img>), everything else as a download.
-func (h *Handler) file(w http.ResponseWriter, r *http.Request, ch channels.Channel) {
+func (h *Handler) file(w http.ResponseWriter, r *http.Request, ch target.Channel) {
 	ref := r.PathValue("ref")
 	if _, err := h.files.Stat(r.Context(), ch.ID, ref); err != nil {
 		var pe *profile.Error

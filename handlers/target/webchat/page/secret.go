@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -56,7 +56,7 @@ func NewSecrets(key []byte) *Secrets { return &Secrets{key: append([]byte(nil), 
 // base64url(HMAC-SHA256(key, "xim-webchat-page" | channel | opened_at))[:128 bits]. Because it
 // depends on opened_at, deleting the channel revokes its links; re-opening with new settings
 // (PUT again) keeps them.
-func (s *Secrets) Of(ch channels.Channel) (string, error) {
+func (s *Secrets) Of(ch target.Channel) (string, error) {
 	c, err := webchat.ParseConfig(ch.Target.Config)
 	if err != nil {
 		return "", err

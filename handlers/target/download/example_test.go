@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/ximd/ximd/pipeline/download"
+	"github.com/ximd/ximd/handlers/target/download"
 )
 
 // A target system's user posts a file URL; ximd downloads it from the target's own host and
