@@ -92,8 +92,11 @@ type loop struct {
 	ready   []*lane          // lanes whose head can be delivered, oldest first
 	busy    int              // lanes with their head in a handler
 	results chan outcome     // handlers' Ack/Nack, reported by watchers
-	wake    chan *lane       // lanes whose Nack delay passed
-	stopped chan struct{}    // closed when run returns: watchers and timers give up
+	// direct are messages in handlers whose Ack/Nack the loop's select watches itself (no
+	// watcher goroutine): the common case of a few lanes busy at once costs no extra hop.
+	direct  [directSlots]*held
+	wake    chan *lane    // lanes whose Nack delay passed
+	stopped chan struct{} // closed when run returns: watchers and timers give up
 
 	batch    jetstream.MessageBatch
 	batchCh  <-chan jetstream.Msg
@@ -109,6 +112,9 @@ type loop struct {
 }
 
 func (l *loop) held() int { return len(l.all) - l.gone }
+
+// directSlots is how many messages in handlers the run loop watches itself.
+const directSlots = 2
 
 // run is the subscription's event loop: it fetches while below its bounds, delivers the head of
 // each ready lane (at most MaxLanes at once), and settles what the handlers report.
@@ -150,9 +156,18 @@ func (sb *subscription) run() {
 		sb.maybePull(l)
 
 		var (
-			outC   chan<- *message.Message
-			outMsg *message.Message
+			outC        chan<- *message.Message
+			outMsg      *message.Message
+			d0, d1      = l.direct[0], l.direct[1]
+			ack0, nack0 <-chan struct{}
+			ack1, nack1 <-chan struct{}
 		)
+		if d0 != nil {
+			ack0, nack0 = d0.wm.Acked(), d0.wm.Nacked()
+		}
+		if d1 != nil {
+			ack1, nack1 = d1.wm.Acked(), d1.wm.Nacked()
+		}
 		if next := sb.next(l); next != nil {
 			if next.wm == nil {
 				sb.emit(next)
@@ -175,7 +190,27 @@ func (sb *subscription) run() {
 			l.ready = l.ready[1:]
 			ln.ready, ln.inUse = false, true
 			l.busy++
-			go watch(ln.msgs[0], outMsg, l.results, l.stopped)
+			switch h := ln.msgs[0]; {
+			case l.direct[0] == nil:
+				l.direct[0] = h
+			case l.direct[1] == nil:
+				l.direct[1] = h
+			default:
+				go watch(h, outMsg, l.results, l.stopped)
+			}
+
+		case <-ack0:
+			l.direct[0] = nil
+			sb.settle(l, outcome{h: d0, acked: true})
+		case <-nack0:
+			l.direct[0] = nil
+			sb.settle(l, outcome{h: d0})
+		case <-ack1:
+			l.direct[1] = nil
+			sb.settle(l, outcome{h: d1, acked: true})
+		case <-nack1:
+			l.direct[1] = nil
+			sb.settle(l, outcome{h: d1})
 
 		case r := <-l.results:
 			sb.settle(l, r)
