@@ -29,14 +29,17 @@ type StatusClearer interface {
 
 // Clearer is the StatusClearer of the deliver and assemble stages. The activity stage may run in
 // this worker or in another one: the local stage is asked directly when this worker serves the
-// channel's activity partition; otherwise a request on core NATS (subjects.ClearRequest) reaches
-// the worker that does (ServeClear), bounded by ClearTimeout. A lost request leaves the status
-// to the activity timeout (P-ACT-6); it never fails the message.
+// channel's activity partition; otherwise a request on core NATS (subjects.ClearRequest,
+// addressed to the worker that serves it) is answered by that worker's ServeClear, bounded by
+// ClearTimeout (a worker that died answers nothing: no responders, at once). A lost request
+// leaves the status to the activity timeout (P-ACT-6); it never fails the message.
 type Clearer struct {
 	// Local is this worker's activity stage (nil when it runs none).
 	Local *Activity
-	// Owns reports whether this worker serves partition p of the activity stage.
-	Owns func(p int) bool
+	// Owner is the instance serving partition p of the activity stage ("" when none), and Self
+	// this worker's instance.
+	Owner func(p int) string
+	Self  string
 	// Req sends the requests.
 	Req    Requester
 	Logger *slog.Logger
@@ -50,7 +53,8 @@ var _ StatusClearer = (*Clearer)(nil)
 
 // ClearStatus clears the channel's status up to at and waits for a status call in flight.
 func (c *Clearer) ClearStatus(ctx context.Context, channel string, at Place) {
-	if c.Local != nil && (c.Owns == nil || c.Owns(at.Partition)) {
+	owner := c.Owner(at.Partition)
+	if c.Local != nil && owner == c.Self {
 		cctx, cancel := context.WithTimeout(ctx, ClearTimeout)
 		defer cancel()
 		_ = c.Local.ClearWait(cctx, channel, at.Seq)
@@ -59,7 +63,10 @@ func (c *Clearer) ClearStatus(ctx context.Context, channel string, at Place) {
 	if c.Local != nil {
 		c.Local.Clear(channel, at.Seq) // it may still show a status of this channel from before
 	}
-	subject, err := subjects.ClearRequest(at.Partition, channel)
+	if owner == "" {
+		return // no worker runs the activity stage: nothing is shown
+	}
+	subject, err := subjects.ClearRequest(owner, channel)
 	if err == nil {
 		rctx, cancel := context.WithTimeout(ctx, ClearTimeout)
 		_, err = c.Req.RequestMsgWithContext(rctx, &nats.Msg{Subject: subject, Data: []byte(strconv.FormatUint(at.Seq, 10))})
@@ -70,17 +77,13 @@ func (c *Clearer) ClearStatus(ctx context.Context, channel string, at Place) {
 	}
 }
 
-// ServeClear answers a clear request (subjects.ClearRequests) for the local activity stage:
-// every worker notes the clear; the one serving the channel's activity partition answers once no
-// status call of the channel is in flight. It blocks for that long: run it in its own goroutine.
-func ServeClear(ctx context.Context, a *Activity, owns func(p int) bool, m *nats.Msg) {
-	p, channel, ok := subjects.ParseClearRequest(m.Subject)
+// ServeClear answers a clear request (subjects.ClearRequests of this worker) for the local
+// activity stage once no status call of the channel is in flight. It blocks for that long: run it
+// in its own goroutine.
+func ServeClear(ctx context.Context, a *Activity, m *nats.Msg) {
+	channel := subjects.ChannelOfClearRequest(m.Subject)
 	seq, err := strconv.ParseUint(string(m.Data), 10, 64)
-	if !ok || err != nil {
-		return
-	}
-	if !owns(p) {
-		a.Clear(channel, seq)
+	if channel == "" || err != nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, ClearTimeout)

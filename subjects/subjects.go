@@ -36,8 +36,6 @@ const (
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
-	// ClearRequests matches every status clear request (see ClearRequest).
-	ClearRequests = clearRoot + ".*.*"
 	// WorkerHeartbeat is where every worker announces itself (and its leaving); the workers
 	// share the partitions among those they hear.
 	WorkerHeartbeat = "xim.ctl.workers"
@@ -83,27 +81,35 @@ func In(channel, kind string) (string, error) {
 }
 
 // ClearRequest is the core NATS subject on which a deliver or assemble stage asks the activity
-// stage serving partition p of the channel to clear its status up to a stream sequence (the
-// payload, decimal) and answer once no status call is in flight.
-func ClearRequest(p int, channel string) (string, error) {
-	if err := Token(channel); err != nil {
+// stage of worker instance (the one serving the channel's activity partition) to clear the
+// channel's status up to a stream sequence (the payload, decimal) and answer once no status call
+// is in flight.
+func ClearRequest(instance, channel string) (string, error) {
+	if err := tokens(instance, channel); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s.%d.%s", clearRoot, p, channel), nil
+	return clearRoot + "." + instance + "." + channel, nil
 }
 
-// ParseClearRequest reads a ClearRequest subject.
-func ParseClearRequest(subject string) (p int, channel string, ok bool) {
+// ClearRequests is the subject of every clear request addressed to worker instance.
+func ClearRequests(instance string) (string, error) {
+	if err := Token(instance); err != nil {
+		return "", err
+	}
+	return clearRoot + "." + instance + ".*", nil
+}
+
+// ChannelOfClearRequest is the channel of a ClearRequest subject ("" when it has another form).
+func ChannelOfClearRequest(subject string) string {
 	rest, ok := strings.CutPrefix(subject, clearRoot+".")
 	if !ok {
-		return 0, "", false
+		return ""
 	}
-	ps, channel, ok := strings.Cut(rest, ".")
-	p, err := strconv.Atoi(ps)
-	if !ok || err != nil || p < 0 || Token(channel) != nil {
-		return 0, "", false
+	_, channel, ok := strings.Cut(rest, ".")
+	if !ok || Token(channel) != nil {
+		return ""
 	}
-	return p, channel, true
+	return channel
 }
 
 // Out is the subject of a channel's outbound work items (one per pending user message).

@@ -99,15 +99,18 @@ func TestPartitionNames(t *testing.T) {
 	if _, err := subjects.StageFilter(2, "a.b"); err == nil {
 		t.Fatal("StageFilter took an unsafe kind")
 	}
-	if s, _ := subjects.ClearRequest(5, "cch_1"); s != "xim.ctl.clear.5.cch_1" {
+	if s, _ := subjects.ClearRequest("w1", "cch_1"); s != "xim.ctl.clear.w1.cch_1" {
 		t.Fatalf("ClearRequest = %q", s)
 	}
-	if p, ch, ok := subjects.ParseClearRequest("xim.ctl.clear.5.cch_1"); !ok || p != 5 || ch != "cch_1" {
-		t.Fatalf("ParseClearRequest = %d %q %v", p, ch, ok)
+	if s, _ := subjects.ClearRequests("w1"); s != "xim.ctl.clear.w1.*" {
+		t.Fatalf("ClearRequests = %q", s)
 	}
-	for _, bad := range []string{"xim.ctl.clear.x.c", "xim.ctl.clear.5", "xim.ctl.clear.-1.c", "xim.other.5.c"} {
-		if _, _, ok := subjects.ParseClearRequest(bad); ok {
-			t.Errorf("ParseClearRequest(%q) accepted", bad)
+	if ch := subjects.ChannelOfClearRequest("xim.ctl.clear.w1.cch_1"); ch != "cch_1" {
+		t.Fatalf("ChannelOfClearRequest = %q", ch)
+	}
+	for _, bad := range []string{"xim.ctl.clear.w1", "xim.other.w1.c"} {
+		if ch := subjects.ChannelOfClearRequest(bad); ch != "" {
+			t.Errorf("ChannelOfClearRequest(%q) = %q", bad, ch)
 		}
 	}
 	if p := subjects.PartitionOfStored("xim.part.7.c.delta"); p != 7 {

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -269,16 +270,19 @@ func (sb *subscription) startClosing(l *loop) {
 
 // maybePull starts a pull request when none is open and the subscription is below its bounds.
 func (sb *subscription) maybePull(l *loop) {
-	if l.closing || l.batchCh != nil || l.pauseC != nil {
+	if l.batchCh != nil || l.pauseC != nil {
 		return
 	}
 	pull := 0
 	switch active, room := sb.active(), sb.cfg.MaxHeld-l.held(); {
-	case active && room >= sb.cfg.FetchBatch:
+	case l.closing && !(l.held() > 0 && sb.group != "" && time.Since(l.lastPull) >= sb.pinnedTTL/4):
+		return
+	case !l.closing && active && room >= sb.cfg.FetchBatch:
 		pull = sb.cfg.FetchBatch
 	case l.held() > 0 && sb.group != "" && time.Since(l.lastPull) >= sb.pinnedTTL/4:
-		// A busy subscription still pulls (one message) now and then: the server keeps the
-		// pin only while its holder pulls, and moving it now would break the order.
+		// A busy subscription still pulls (one message) now and then, closing included: the
+		// server keeps the pin only while its holder pulls, and moving it while this one holds
+		// a channel's earlier packets would let another worker deliver its later ones first.
 		pull = 1
 	case !active && l.held() == 0:
 		sb.unpin()
@@ -545,9 +549,12 @@ func (sb *subscription) term(h *held, reason string) {
 	}
 }
 
-// release Naks every held message, in stream order, so the server redelivers them at once.
+// release Naks every held message, in stream order, so the server redelivers them at once, in
+// that order.
 func (sb *subscription) release(all []*held) {
 	closed := sb.owner.js.Conn().IsClosed()
+	all = slices.Clone(all)
+	slices.SortStableFunc(all, func(a, b *held) int { return cmp.Compare(a.d.seq, b.d.seq) })
 	for _, h := range all {
 		if h.gone {
 			continue

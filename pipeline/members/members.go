@@ -128,6 +128,22 @@ func (m *Members) Owns(stage string, p int) bool {
 	return ok && p%sh.n == sh.index
 }
 
+// Owner returns the instance serving partition p of stage ("" when no live worker runs the stage).
+func (m *Members) Owner(stage string, p int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var running []string
+	for _, inst := range m.liveLocked() {
+		if m.runs(inst, stage) {
+			running = append(running, inst)
+		}
+	}
+	if len(running) == 0 {
+		return ""
+	}
+	return running[p%len(running)]
+}
+
 // Live returns the instances of the live workers, this one included, sorted.
 func (m *Members) Live() []string {
 	m.mu.Lock()

@@ -138,6 +138,19 @@ func TestMembersShareEachStageAmongItsWorkers(t *testing.T) {
 		if b.m.Owns("assemble", p) {
 			t.Fatalf("a worker without the assemble stage owns its partition %d", p)
 		}
+		if o := a.m.Owner("assemble", p); o != "w-a" {
+			t.Fatalf("Owner(assemble, %d) = %q, want w-a", p, o)
+		}
+		want := "w-a"
+		if b.m.Owns("deliver", p) {
+			want = "w-b"
+		}
+		if o := a.m.Owner("deliver", p); o != want {
+			t.Fatalf("Owner(deliver, %d) = %q, want %q", p, o, want)
+		}
+	}
+	if o := a.m.Owner("acks", 0); o != "" {
+		t.Fatalf("Owner of a stage nobody runs = %q", o)
 	}
 }
 

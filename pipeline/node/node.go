@@ -244,6 +244,7 @@ func (n *Node) files(ctx context.Context, js jetstream.JetStream) (*files.Store,
 // worker is the running worker role of a node: its stage consumers, the send path's outbound
 // loop and their helpers.
 type worker struct {
+	instance string
 	log      *slog.Logger
 	mem      *members.Members
 	sub      *bus.Subscriber
@@ -262,7 +263,7 @@ type worker struct {
 }
 
 func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
-	w := &worker{log: n.logger.With("role", "worker"), outbox: outbox}
+	w := &worker{log: n.logger.With("role", "worker"), outbox: outbox, instance: n.cfg.Instance}
 	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions, Stages: n.cfg.Stages}, n.reg, w.log.With("stage", "members"))
 	if err != nil {
 		return nil, err
@@ -301,7 +302,7 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	pacer := handlers.NewPacer()
 	w.activity = handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout,
 		Leases: leases, Resolve: targets.Resolve, Pacer: pacer}, m, w.log)
-	clear := &handlers.Clearer{Owns: func(p int) bool { return w.mem.Owns(stageActivity, p) }, Req: nc, Logger: w.log}
+	clear := &handlers.Clearer{Owner: func(p int) string { return w.mem.Owner(stageActivity, p) }, Self: n.cfg.Instance, Req: nc, Logger: w.log}
 	if w.runsActivity = n.runs(stageActivity); w.runsActivity {
 		clear.Local = w.activity
 	}
@@ -384,10 +385,13 @@ func (w *worker) listen(nc *nats.Conn, stages *handlers.Stages) error {
 	if !w.runsActivity {
 		return nil
 	}
-	owns := func(p int) bool { return w.mem.Owns(stageActivity, p) }
-	clearSub, err := nc.Subscribe(subjects.ClearRequests, func(msg *nats.Msg) {
+	subject, err := subjects.ClearRequests(w.instance)
+	if err != nil {
+		return err
+	}
+	clearSub, err := nc.Subscribe(subject, func(msg *nats.Msg) {
 		w.clears.Add(1)
-		go func() { defer w.clears.Done(); handlers.ServeClear(context.Background(), w.activity, owns, msg) }()
+		go func() { defer w.clears.Done(); handlers.ServeClear(context.Background(), w.activity, msg) }()
 	})
 	if err != nil {
 		return err
