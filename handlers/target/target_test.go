@@ -2,8 +2,11 @@ package target_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ximd/ximd/handlers/target"
 )
@@ -64,5 +67,47 @@ func TestNewRegistry_Empty(t *testing.T) {
 	}
 	if n := r.Names(); len(n) != 0 {
 		t.Errorf("Names() = %v, want none", n)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		v      string
+		want   time.Duration
+		wantOK bool
+	}{
+		{name: "seconds", v: "30", want: 30 * time.Second, wantOK: true},
+		{name: "spaces", v: " 2 ", want: 2 * time.Second, wantOK: true},
+		{name: "zero", v: "0", want: 0, wantOK: true},
+		{name: "HTTP date", v: "Thu, 03 Dec 2026 10:01:00 GMT", want: time.Minute, wantOK: true},
+		{name: "date in the past", v: "Thu, 03 Dec 2026 09:00:00 GMT", want: 0, wantOK: true},
+		{name: "capped", v: "86400", want: target.MaxRetryAfter, wantOK: true},
+		{name: "empty", v: "", wantOK: false},
+		{name: "negative", v: "-5", wantOK: false},
+		{name: "garbage", v: "soon", wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := target.ParseRetryAfter(tt.v, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("ParseRetryAfter(%q) = %s, %v; want %s, %v", tt.v, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestRetryAfterOfWrapsTheCallsError(t *testing.T) {
+	base := errors.New("rate limited")
+	err := fmt.Errorf("send: %w", &target.RetryAfterError{After: 3 * time.Second, Err: base})
+	if d, ok := target.RetryAfterOf(err); !ok || d != 3*time.Second {
+		t.Fatalf("RetryAfterOf = %s, %v", d, ok)
+	}
+	if !errors.Is(err, base) {
+		t.Fatal("the call's error is not wrapped")
+	}
+	if _, ok := target.RetryAfterOf(base); ok {
+		t.Fatal("a plain error names a retry time")
 	}
 }

@@ -485,6 +485,8 @@ func TestWebhook_StatusMapping(t *testing.T) {
 		want    string
 		// wantSend overrides want for POST /messages.
 		wantSend *string
+		// wantRetryAfter is the retry time the error names (target.RetryAfterOf).
+		wantRetryAfter time.Duration
 	}{
 		{name: "200", status: 200, want: ok},
 		{name: "201", status: 201, want: ok},
@@ -496,6 +498,10 @@ func TestWebhook_StatusMapping(t *testing.T) {
 		{name: "409", status: 409, want: failed},
 		{name: "422", status: 422, want: failed},
 		{name: "429", status: 429, want: rateLimited},
+		{name: "429 with Retry-After", answer: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(429)
+		}, want: rateLimited, wantRetryAfter: 7 * time.Second},
 		{name: "500", status: 500, want: unavailable},
 		{name: "502", status: 502, want: unavailable},
 		{name: "503", status: 503, want: unavailable},
@@ -556,6 +562,9 @@ func TestWebhook_StatusMapping(t *testing.T) {
 					if tt.status != 0 && !strings.Contains(perr.Message, fmt.Sprint(tt.status)) {
 						t.Errorf("Message %q does not name HTTP status %d", perr.Message, tt.status)
 					}
+				}
+				if d, _ := target.RetryAfterOf(err); d != tt.wantRetryAfter {
+					t.Errorf("retry after %s, want %s", d, tt.wantRetryAfter)
 				}
 				if d := time.Since(start); d > 5*time.Second {
 					t.Errorf("call took %v; the per-call timeout is 100ms", d)
