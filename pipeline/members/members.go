@@ -85,6 +85,8 @@ type Members struct {
 	seen   map[string]peer  // other workers, by instance
 	shares map[string]share // this worker's share of each of its stages
 	n      int              // live instances, this one included
+	// changed is when the live set last changed (zero: never, a single worker).
+	changed time.Time
 }
 
 // peer is another live worker.
@@ -142,6 +144,15 @@ func (m *Members) Owner(stage string, p int) string {
 		return ""
 	}
 	return running[p%len(running)]
+}
+
+// SteadyFor reports whether the live set has not changed for d: while it changes, the stages
+// of one partition may be served by different workers for a while (each stage consumer's pin
+// moves on its own).
+func (m *Members) SteadyFor(d time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Since(m.changed) >= d
 }
 
 // Live returns the instances of the live workers, this one included, sorted.
@@ -238,6 +249,7 @@ func (m *Members) heard(b beat) {
 	}
 	changed := known == b.Leaving || (known && !slices.Equal(old.stages, b.Stages))
 	if changed {
+		m.changed = time.Now()
 		m.update()
 	}
 	live := m.liveLocked()
@@ -261,6 +273,7 @@ func (m *Members) expire(now time.Time) {
 		}
 	}
 	if len(gone) > 0 {
+		m.changed = time.Now()
 		m.update()
 	}
 	live := m.liveLocked()

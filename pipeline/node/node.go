@@ -308,7 +308,9 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	}
 	w.asm = handlers.NewAssembler(handlers.AssembleConfig{TTL: n.cfg.DeltaTTL, MaxBuffers: n.cfg.MaxDeltaBuffers, MaxBytes: n.cfg.MaxDeltaBytes,
 		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: process,
-		DeliverLocal: func(p int) bool { return w.mem.Owns(stageDeliver, p) }}, records, clear, pacer, m, w.log)
+		// The deliver stage of p is this worker's, and has been for a while: a hand-over can leave
+		// a partition's deliver and assemble stages on different workers until every pin moved.
+		DeliverLocal: func(p int) bool { return w.mem.Owns(stageDeliver, p) && w.mem.SteadyFor(handOverWindow) }}, records, clear, pacer, m, w.log)
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process},
 		records, fileResolver{fs}, w.asm, clear, pacer, replies, m, w.log)
 	stages := handlers.NewStages(profile.Default(), targets, w.asm, del, w.activity, w.outbox, replies, m, w.log)
@@ -320,6 +322,11 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	})
 	return stages, nil
 }
+
+// handOverWindow is how long after the live workers changed a worker still treats a partition's
+// stages as possibly served by different workers (display leases on): the pins move within
+// StagePinnedTTL plus a pull, and a dead worker's packets come back after StageAckWait.
+const handOverWindow = 3 * pipeline.StagePinnedTTL
 
 // Stage names the worker treats specially (the catalog names them all).
 const (
