@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -40,4 +42,23 @@ func settle(m jetstream.Msg, f Fate, logger *slog.Logger) {
 	if err != nil {
 		logger.Debug("work_item_settle_failed", "subject", m.Subject(), "err", err)
 	}
+}
+
+// consumeWorkItems runs a plain durable consumer of stream until ctx ends: each work item goes to
+// handle, and settle applies its fate; at most pull items are buffered. Ending it drains the
+// consumer (items in flight finish first).
+func consumeWorkItems(ctx context.Context, js jetstream.JetStream, stream, consumer string, pull int,
+	handle func(context.Context, jetstream.Msg) Fate, logger *slog.Logger) error {
+	cons, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return fmt.Errorf("%s: %w", consumer, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { settle(m, handle(ctx, m), logger) }, jetstream.PullMaxMessages(pull))
+	if err != nil {
+		return fmt.Errorf("%s: consume: %w", consumer, err)
+	}
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	return nil
 }

@@ -366,18 +366,7 @@ func (o *Outbox) PurgeChannel(ctx context.Context, channel string) error {
 
 // Run sends pending messages and schedules their re-sends until ctx ends (the worker role).
 func (o *Outbox) Run(ctx context.Context) error {
-	cons, err := o.js.Consumer(ctx, subjects.StreamOut, subjects.OutboundConsumer)
-	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { settle(m, o.handle(ctx, m), o.logger) }, jetstream.PullMaxMessages(256))
-	if err != nil {
-		return fmt.Errorf("outbox: consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
-	return nil
+	return consumeWorkItems(ctx, o.js, subjects.StreamOut, subjects.OutboundConsumer, 256, o.handle, o.logger)
 }
 
 // handle is one check of a work item: send if still pending, then schedule the next check.

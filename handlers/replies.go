@@ -48,18 +48,7 @@ func (q *ReplyQueue) put(ctx context.Context, channel, msgID string, b []byte) e
 // Run sends queued replies until ctx ends (the worker role): each goes to any gateway with a live
 // connection; while there is none it is tried again, 1s doubling to 30s.
 func (q *ReplyQueue) Run(ctx context.Context) error {
-	cons, err := q.js.Consumer(ctx, subjects.StreamReplies, subjects.RepliesConsumer)
-	if err != nil {
-		return fmt.Errorf("replies: %w", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { settle(m, q.handle(ctx, m), q.logger) }, jetstream.PullMaxMessages(64))
-	if err != nil {
-		return fmt.Errorf("replies: consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
-	return nil
+	return consumeWorkItems(ctx, q.js, subjects.StreamReplies, subjects.RepliesConsumer, 64, q.handle, q.logger)
 }
 
 func (q *ReplyQueue) handle(ctx context.Context, m jetstream.Msg) Fate {
