@@ -392,6 +392,11 @@ func TestWebchat_StreamedAnswerLiveAndReplayed(t *testing.T) {
 		}
 	}
 	send(profile.TypeActivity, profile.Activity{Status: profile.ActivityTool, ToolName: "web_search"})
+	// The stages run apart: a status still unshown when the first delta is displayed is stale and
+	// never shown (P-ACT-5), so the deltas come once the status is on the page, as an agent's do.
+	events(t, n, path, key, "", func(evs []sseEvent) bool {
+		return slices.ContainsFunc(evs, func(e sseEvent) bool { return e.Item.Kind == webchat.KindStatus && e.Item.Status == "tool" })
+	})
 	for i, p := range parts {
 		send(profile.TypeDelta, profile.Delta{MessageID: "asst_1", Sequence: int64(i + 1), Text: p})
 	}
