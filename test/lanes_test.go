@@ -219,6 +219,10 @@ func TestLanes_SlowChannelDelaysOnlyItself(t *testing.T) {
 			break
 		}
 	}
+	// /metrics shows the lanes held up by their targets (refreshed every AckWait/4).
+	pollFor(t, wait, "ximd_stage_lanes_busy and ximd_stage_oldest_held_seconds show the waiting lanes", func() bool {
+		return gauge(t, n.Metrics(), "ximd_stage_lanes_busy") > 0 && gauge(t, n.Metrics(), "ximd_stage_oldest_held_seconds") > 0
+	})
 	s, l := busy()
 	t.Logf("lanes: fast finals sent with %d/%d slow targets in a call, %d/%d limited targets answered 429", s, nSlow, l, nLimited)
 	send(fast, fastEvery)
