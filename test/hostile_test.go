@@ -365,9 +365,9 @@ func TestHostile_InboundRequestsBounded(t *testing.T) {
 		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path)
 	}
 	status, body, err := e.node.DoAuth(http.MethodPost, path, []byte(`{"target_message_id":"u1","text":"x"}`), "")
-	var tries int
-	for ; err == nil && status != http.StatusServiceUnavailable && tries < 100; tries++ {
-		// The held requests reach the handler asynchronously: poll until they all have.
+	// The held requests reach the handler asynchronously (slowly on a loaded machine): poll until
+	// they all have, up to the suite's patience.
+	for deadline := time.Now().Add(wait); err == nil && status != http.StatusServiceUnavailable && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		status, body, err = e.node.DoAuth(http.MethodPost, path, []byte(`{"target_message_id":"u1","text":"x"}`), "")
 	}
