@@ -167,6 +167,21 @@ func ChannelOfStored(subject string) string {
 	return parts[1]
 }
 
+// LaneSubjects are the stored XIM_IN subjects of stored's channel and partition for each of
+// kinds (a stage's kinds): a stage consumer's lane, whose order the subscriber keeps. nil when
+// stored has another form.
+func LaneSubjects(stored string, kinds []string) []string {
+	i := strings.LastIndexByte(stored, '.')
+	if i < 0 || ChannelOfStored(stored) == "" {
+		return nil
+	}
+	out := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, stored[:i+1]+k)
+	}
+	return out
+}
+
 // ChannelStored matches every stored XIM_IN subject of one channel (for purges).
 func ChannelStored(channel string) (string, error) {
 	if err := Token(channel); err != nil {

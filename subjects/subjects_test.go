@@ -2,6 +2,7 @@ package subjects_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -123,6 +124,12 @@ func TestPartitionNames(t *testing.T) {
 		if got := subjects.ChannelOfStored(subject); got != want {
 			t.Errorf("ChannelOfStored(%q) = %q, want %q", subject, got, want)
 		}
+	}
+	if got := subjects.LaneSubjects("xim.part.3.c1.message", []string{"message", "tool"}); !slices.Equal(got, []string{"xim.part.3.c1.message", "xim.part.3.c1.tool"}) {
+		t.Errorf("LaneSubjects = %q", got)
+	}
+	if got := subjects.LaneSubjects("xim.in.c1.message", []string{"message"}); got != nil {
+		t.Errorf("LaneSubjects of an unstored subject = %q, want nil", got)
 	}
 	src, dst := subjects.PartitionTransform(8)
 	if src != "xim.in.*.*" || dst != "xim.part.{{partition(8,1)}}.{{wildcard(1)}}.{{wildcard(2)}}" {

@@ -99,11 +99,14 @@ func headerToMetadata(h nats.Header) (message.Metadata, error) {
 // delivery is a received JetStream message converted once, emitted as a fresh Watermill message
 // on each (re)delivery to the handler.
 type delivery struct {
-	uuid         string
-	metadata     message.Metadata
-	payload      []byte
-	stream       string
-	seq          uint64
+	uuid     string
+	metadata message.Metadata
+	payload  []byte
+	stream   string
+	seq      uint64
+	// cseq is the consumer's delivery sequence (every delivery, redeliveries included, takes
+	// the next one).
+	cseq         uint64
 	numDelivered uint64
 }
 
@@ -118,6 +121,7 @@ func convert(m jetstream.Msg) (delivery, error) {
 		payload:      m.Data(),
 		stream:       meta.Stream,
 		seq:          meta.Sequence.Stream,
+		cseq:         meta.Sequence.Consumer,
 		numDelivered: meta.NumDelivered,
 	}
 	md, err := headerToMetadata(m.Headers())

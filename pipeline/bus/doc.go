@@ -30,7 +30,9 @@
 // holds per lane (a lane is a key of the message's subject, ximd's channel): the heads of
 // different lanes are in handlers at once (at most [SubscriberConfig.MaxLanes]), acked out of
 // stream order, while each lane keeps its order through Nacks, redeliveries and hand-overs (a
-// lane's unacked messages are always a suffix of it, and the server redelivers in stream order).
+// lane keeps its messages sorted by stream sequence and, with [SubscriberConfig.LaneSubjects] on a
+// WorkQueue or Interest stream, waits for an earlier message of the lane that the server
+// delivered elsewhere and will redeliver after AckWait: see order.go).
 //
 //   - Ack sends a JetStream Ack without waiting for the server's confirmation (fire-and-forget,
 //     like nats.go's Msg.Ack): a lost ack only causes a redelivery after AckWait, which handlers

@@ -101,6 +101,20 @@ type SubscriberConfig struct {
 	// while at least FetchBatch more fit. Default 4*FetchBatch with Lane, FetchBatch+1 without.
 	// It should not exceed the consumer's MaxAckPending.
 	MaxHeld int
+	// LaneSubjects, when set (with Lane), keeps each lane in stream order even when the server
+	// delivers out of it (a message delivered where nobody read it, to a worker that died or
+	// left, comes back after its AckWait behind newer ones): it maps a message's stored subject
+	// to the stored subjects of its lane's messages in the consumer. The stream must keep only
+	// unsettled messages (WorkQueue or Interest retention): a lane's head waits while a message
+	// of the lane's subjects earlier than it is stored and not in this subscription's hands.
+	// The stream is asked only while the subscription cannot tell from its deliveries alone
+	// (see order.go); with nothing out of order it costs one consumer info request after each
+	// start, pin or delivery gap.
+	LaneSubjects func(subject string) []string
+	// OrderWait bounds how long a lane head waits for an earlier message that stays stored and
+	// never comes (another consumer with interest in it, a server defect) before it goes on
+	// without it, logged as bus_order_wait_expired. Default 1m.
+	OrderWait time.Duration
 }
 
 // ActivePoll is how often an inactive subscription asks [SubscriberConfig.Active] again.
@@ -142,6 +156,9 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 		c.MaxHeld = 4 * c.FetchBatch
 	}
 	c.MaxHeld = max(c.MaxHeld, c.FetchBatch)
+	if c.OrderWait == 0 {
+		c.OrderWait = DefaultOrderWait
+	}
 	return c
 }
 
@@ -180,6 +197,12 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.MaxHeld < 0 {
 		errs = append(errs, fmt.Errorf("max held %d: must not be negative", c.MaxHeld))
+	}
+	if c.LaneSubjects != nil && c.Lane == nil {
+		errs = append(errs, errors.New("lane subjects need a lane function"))
+	}
+	if c.OrderWait < 0 {
+		errs = append(errs, fmt.Errorf("order wait %s: must not be negative", c.OrderWait))
 	}
 	if c.FetchWait < 0 {
 		errs = append(errs, fmt.Errorf("fetch wait %s: must not be negative", c.FetchWait))

@@ -54,6 +54,16 @@ type lane struct {
 	inUse   bool // msgs[0] is with a handler
 	waiting bool // msgs[0] was nacked and waits for NakDelay
 	ready   bool // in the subscription's ready queue
+
+	// Order (see order.go): verified is a head the stream showed no unsettled earlier message
+	// of the lane for; checking: a lookup of the head is under way (or queued); blocked: the
+	// head waits for an earlier message, since blockedSince, asking again after backoff.
+	verified     *held
+	checking     bool
+	queued       bool
+	blocked      bool
+	blockedSince time.Time
+	backoff      time.Duration
 }
 
 // outcome is what a handler did with a delivered message.
@@ -106,6 +116,8 @@ type loop struct {
 	lastPull time.Time
 	bo       *backoff.ExponentialBackOff
 
+	order ordering
+
 	closing  bool
 	ctxDone  <-chan struct{}
 	deadline *time.Timer
@@ -130,6 +142,7 @@ func (sb *subscription) run() {
 		wake:    make(chan *lane),
 		stopped: make(chan struct{}),
 		ctxDone: sb.ctx.Done(),
+		order:   newOrdering(sb.cfg.LaneSubjects != nil),
 	}
 	defer close(l.stopped)
 	defer func() {
@@ -155,6 +168,7 @@ func (sb *subscription) run() {
 			return
 		}
 		sb.maybePull(l)
+		sb.maybeAskInfo(l)
 
 		var (
 			outC        chan<- *message.Message
@@ -220,6 +234,21 @@ func (sb *subscription) run() {
 			ln.waiting = false
 			sb.makeReady(l, ln)
 
+		case r := <-l.order.checks:
+			sb.checked(l, r)
+
+		case ln := <-l.order.recheck:
+			if ln.blocked {
+				ln.blocked = false
+				sb.makeReady(l, ln)
+			}
+
+		case r := <-l.order.infoC:
+			sb.answered(l, r)
+
+		case <-l.order.infoNext:
+			l.order.infoNext = nil
+
 		case <-l.pauseC:
 			l.pauseC = nil
 
@@ -228,6 +257,7 @@ func (sb *subscription) run() {
 
 		case now := <-progress.C:
 			sb.progress(l.all, now)
+			sb.pruneSettled(l, now)
 			sb.publishStats(l, now)
 
 		case <-l.ctxDone:
@@ -332,8 +362,10 @@ func (sb *subscription) next(l *loop) *held {
 	return l.ready[0].msgs[0]
 }
 
-// add puts a fetched message at the end of its lane.
+// add puts a fetched message into its lane, in stream order (a redelivery of an earlier message
+// goes before the later ones still waiting).
 func (sb *subscription) add(l *loop, h *held) {
+	sb.observe(l, h)
 	key := ""
 	if sb.cfg.Lane != nil {
 		key = sb.cfg.Lane(h.jm.Subject())
@@ -344,14 +376,40 @@ func (sb *subscription) add(l *loop, h *held) {
 		l.lanes[key] = ln
 	}
 	h.lane = ln
-	ln.msgs = append(ln.msgs, h)
+	if l.order.on && slices.ContainsFunc(ln.msgs, func(x *held) bool { return x.d.seq == h.d.seq }) {
+		// A second delivery of a message held here (its AckWait lapsed): the server's count of
+		// unacknowledged messages no longer matches what is held.
+		l.order.sure, l.order.spoiled = false, true
+	}
+	lo := 0
+	if ln.inUse || ln.waiting {
+		lo = 1 // the head is being handled
+	}
+	i := len(ln.msgs)
+	for i > lo && ln.msgs[i-1].d.seq > h.d.seq {
+		i--
+	}
+	ln.msgs = slices.Insert(ln.msgs, i, h)
 	l.all = append(l.all, h)
+	if i == 0 && len(ln.msgs) > 1 {
+		// A new head: whatever the lane waited for as the old one's predecessor may be this.
+		ln.blocked, ln.blockedSince, ln.backoff = false, time.Time{}, 0
+		if ln.ready && sb.needsCheck(l, ln) {
+			ln.ready = false
+			l.ready = slices.DeleteFunc(l.ready, func(x *lane) bool { return x == ln })
+		}
+	}
 	sb.makeReady(l, ln)
 }
 
-// makeReady queues a lane whose head can be delivered.
+// makeReady queues a lane whose head can be delivered, or has the head looked up first when
+// the subscription cannot tell that no earlier message of the lane is elsewhere.
 func (sb *subscription) makeReady(l *loop, ln *lane) {
-	if ln.ready || ln.inUse || ln.waiting || len(ln.msgs) == 0 {
+	if ln.ready || ln.inUse || ln.waiting || ln.checking || ln.blocked || len(ln.msgs) == 0 {
+		return
+	}
+	if sb.needsCheck(l, ln) {
+		sb.queueCheck(l, ln)
 		return
 	}
 	ln.ready = true
@@ -399,6 +457,7 @@ func (sb *subscription) settle(l *loop, r outcome) {
 // drop removes a settled head from its lane and from the held set.
 func (sb *subscription) drop(l *loop, h *held) {
 	ln := h.lane
+	sb.settledHere(l, h)
 	ln.msgs[0] = nil
 	ln.msgs = ln.msgs[1:]
 	if len(ln.msgs) == 0 && !ln.waiting {

@@ -354,6 +354,9 @@ func (n *Node) subscribeStages(js jetstream.JetStream, stages *handlers.Stages, 
 		Lane:     subjects.ChannelOfStored,
 		MaxLanes: n.cfg.MaxLanes,
 		MaxHeld:  pipeline.StageMaxHeld,
+		// XIM_IN is a work queue (a stored packet is one no stage settled yet): a channel's
+		// packets reach its stage in stream order even when the server redelivers out of it.
+		LaneSubjects: laneSubjects(kinds),
 	}, w.log)
 	if err != nil {
 		return err
@@ -480,6 +483,21 @@ func stageConsumer(topic string, kinds map[string][]string) bus.Consumer {
 }
 
 // stageConsumerOrPoison also maps the poison stream's consumer.
+// laneSubjects maps a stored XIM_IN subject to its channel's subjects in the stage that
+// consumes its kind.
+func laneSubjects(stages map[string][]string) func(string) []string {
+	byKind := map[string][]string{}
+	for _, kinds := range stages {
+		for _, k := range kinds {
+			byKind[k] = kinds
+		}
+	}
+	return func(stored string) []string {
+		kind := stored[strings.LastIndexByte(stored, '.')+1:]
+		return subjects.LaneSubjects(stored, byKind[kind])
+	}
+}
+
 func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer {
 	return func(topic string) bus.Consumer {
 		if topic == poisonConsumer {
