@@ -82,7 +82,7 @@ type ordering struct {
 	infoHeld  int      // held when the info request left
 	infoDrops int      // messages settled since
 	infoRecv  []uint64 // delivery sequences received since
-	spoiled   bool // a gap or a new pin since
+	spoiled   bool     // a gap or a new pin since
 	infoNext  <-chan time.Time
 }
 
