@@ -84,6 +84,7 @@ type Deliverer struct {
 	metrics  *Metrics
 	logger   *slog.Logger
 	done     *doneCache
+	calls    *calls
 }
 
 // NewDeliverer returns the final delivery stage.
@@ -97,7 +98,7 @@ func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Asse
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100000
 	}
-	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, clear: clear, pacer: pacer, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize)}
+	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, clear: clear, pacer: pacer, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize), calls: newCalls()}
 	m.Completed.attach(d.done, rec)
 	return d
 }
@@ -125,12 +126,15 @@ func (d *Deliverer) Deliver(ctx context.Context, from Origin, in profile.Envelop
 func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, at Place) (profile.Ack, error) {
 	k := bufKey{b.Channel, msg.MessageID}
 	digest := msg.Digest()
-	if rec, ok := d.done.get(k); ok {
-		return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
-	}
 	key, err := subjects.MessageKey(b.Channel, msg.MessageID)
 	if err != nil {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
+	}
+	if rec, ok := d.done.get(k); ok {
+		if err := d.calls.saveDone(ctx, d, key); err != nil {
+			return profile.Ack{}, err // its completion is not recorded yet: no answer before it is
+		}
+		return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
 	}
 	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	rev, cur, err := d.records.Create(ctx, key, intent)
@@ -182,6 +186,14 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 			return d.existing(ctx, in, msg, b, key, digest, intent, rev, at)
 		}
 	}
+	return d.send(ctx, in, msg, b, key, intent, rev, prev, at)
+}
+
+// send delivers a final whose intent (at revision rev) this process holds and for which it has
+// not called the target yet. prev is the displaying record the intent replaced (nil: none, or
+// not known), restored if the target refuses.
+func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key string, intent Record, rev uint64, prev *Record, at Place) (profile.Ack, error) {
+	k := bufKey{b.Channel, msg.MessageID}
 	// The record is this final's: no display call starts from here on. Stop the streamed
 	// display and wait for a call in flight; a message this process created but could not record
 	// is edited, never created again.
@@ -207,6 +219,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 	d.clear.ClearStatus(ctx, b.Channel, at) // the final clears a shown status (P-ACT-5), after any status call in flight
 
 	// From here the target may be touched: the intent stays unless the target refused.
+	d.calls.start(key)
 	targetID, terr := d.callTarget(ctx, b, intent.TargetMessageID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
 	if terr != nil {
 		var pe *profile.Error
@@ -216,13 +229,23 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		// The webhook contract passes idempotency_key, so a later attempt of the same message
 		// cannot create a second copy on a target that honours it: release the intent.
 		if rerr := release(); rerr != nil {
+			// The intent stays in the record; this process knows the target refused, so its own
+			// next attempt goes ahead (another process would find it in doubt).
+			d.calls.refused(key)
 			d.logger.Warn("intent_release_failed", "channel", b.Channel, "message_id", msg.MessageID, "stage", "deliver", "err", rerr)
+		} else {
+			d.calls.forget(key)
 		}
 		return profile.Rejected(msg.MessageID, pe), nil
 	}
-	rec := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
-	d.complete(ctx, key, rec, rev)
+	rec := Record{State: StateDone, Digest: intent.Digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	d.done.put(k, rec)
+	d.calls.shown(key, rec, rev)
+	if err := d.calls.saveDone(ctx, d, key); err != nil {
+		// Shown, but not recorded: no ack before it is (the packet is retried; this process
+		// answers it from what it knows and records it then).
+		return profile.Ack{}, err
+	}
 	return profile.Accepted(msg.MessageID), nil
 }
 
@@ -236,6 +259,24 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		d.done.put(bufKey{b.Channel, msg.MessageID}, cur)
 		return answerDone(cur, in.PacketID, msg.MessageID, digest), nil
 	case StateDelivering:
+		if rec, ok := d.calls.shownRecord(key); ok && cur.Worker == d.cfg.Worker {
+			// This process showed it; only the record is behind.
+			if err := d.calls.saveDone(ctx, d, key); err != nil {
+				return profile.Ack{}, err
+			}
+			return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
+		}
+		if cur.Worker == d.cfg.Worker && d.calls.untouched(key) {
+			// This process wrote the intent and has not shown the final (a write that timed out
+			// but was stored, a refusal whose release failed): no doubt, it goes ahead.
+			cur.PacketID, cur.At = in.PacketID, time.Now().UnixMilli()
+			n, err := d.records.Update(ctx, key, cur, rev)
+			if err != nil {
+				return profile.Ack{}, err
+			}
+			d.logger.Info("final_intent_resumed", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver")
+			return d.send(ctx, in, msg, b, key, cur, n, nil, at)
+		}
 		// An earlier attempt died between intent and outcome (crash, kill -9): the target may or
 		// may not show the message. Never send blindly (P-STATE-8): ask the target if it can
 		// tell, or redo the final edit of a displayed message, which replaces the whole content
@@ -263,8 +304,11 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64, at Place) (profile.Ack, bool, error) {
 	targetID, final := cur.TargetMessageID, false
 	if r, ok := b.Target.(target.Reconciler); ok {
-		id, isFinal, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
-		if err != nil {
+		shown, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
+		switch {
+		case errors.Is(err, target.ErrNoLookup):
+			found, shown.ID = true, cur.TargetMessageID // nothing learnt
+		case err != nil:
 			return profile.Ack{}, false, fmt.Errorf("reconcile: %w", err)
 		}
 		if !found {
@@ -275,7 +319,10 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 			ack, err := d.deliver(ctx, in, msg, b, at)
 			return ack, true, err
 		}
-		targetID, final = id, isFinal
+		if shown.ID != "" {
+			targetID = shown.ID
+		}
+		final = shown.Final && shown.Text == msg.Text
 	}
 	if dd, ok := b.Target.(target.Deduper); ok && dd.DedupesSends() && !final && targetID == "" {
 		// The target shows one message per idempotency key: sending again cannot show two.
@@ -306,8 +353,11 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		}
 	}
 	done := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
-	d.complete(ctx, key, done, rev)
 	d.done.put(bufKey{b.Channel, msg.MessageID}, done)
+	d.calls.shown(key, done, rev)
+	if err := d.calls.saveDone(ctx, d, key); err != nil {
+		return profile.Ack{}, false, err
+	}
 	outcome := "edited"
 	if final {
 		outcome = "shown"
@@ -316,11 +366,10 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 	return profile.Accepted(msg.MessageID), true, nil
 }
 
-// complete records the completed message_id; a failure is retried briefly and then only logged
-// (the ack is still true, and the in-memory cache answers retransmissions in this process).
-// rev is the intent's revision as this stage last wrote it: a display lease released meanwhile
-// (another process) changed it, and then the record is read again.
-func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev uint64) {
+// complete records the completed message_id, retrying briefly. rev is the intent's revision as
+// this stage last wrote it: a display lease released meanwhile (another process) changed it, and
+// then the record is read again.
+func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev uint64) error {
 	op := func() error {
 		if rev != 0 {
 			_, err := d.records.Update(ctx, key, rec, rev)
@@ -339,8 +388,10 @@ func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev ui
 	}
 	bo := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond)), 5), ctx)
 	if err := backoff.Retry(op, bo); err != nil {
-		d.logger.Error("completed_record_failed", "stage", "deliver", "key", key, "err", err)
+		d.logger.Warn("completed_record_failed", "stage", "deliver", "key", key, "err", err)
+		return fmt.Errorf("record completion: %w", err)
 	}
+	return nil
 }
 
 // callTarget edits the streamed message, or sends the final, retrying retryable failures within

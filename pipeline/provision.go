@@ -93,6 +93,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		SubjectTransform: &jetstream.SubjectTransformConfig{Source: src, Destination: dst},
 		Retention:        jetstream.WorkQueuePolicy,
 		Discard:          jetstream.DiscardNew,
+		Duplicates:       InDuplicates,
 		MaxAge:           c.InMaxAge,
 		MaxBytes:         c.InMaxBytes,
 		Storage:          jetstream.FileStorage,
@@ -187,6 +188,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 	}
 	return nil
 }
+
+// InDuplicates is XIM_IN's duplicate window: a final or tool invocation (Nats-Msg-Id
+// <channel>:<packet_id>) published again within it is not stored again. It outlasts the
+// gateway's publish attempts (edge.GatewayConfig.PublishAttempts, 4 of at most 10s each). The
+// server keeps each id for the window: about 150 bytes plus the id per answered packet, e.g.
+// 1,000 finals a second hold about 25 MB.
+const InDuplicates = 2 * time.Minute
 
 // OutboundConsumerConfig is the durable consumer of XIM_OUT. Its work items are re-delivered by
 // NakWithDelay, which schedules every re-send; AckWait only covers a worker dying mid-send.

@@ -66,6 +66,9 @@ type PacketType struct {
 	// NeedsAck is true for types every instance of which is answered by exactly one
 	// chat.message.ack (chat.message; edge-api §5.1).
 	NeedsAck bool
+	// Answered is true for types every instance of which gets exactly one answer packet (an
+	// ack, a tool.result): such a packet must be stored once however often it is published.
+	Answered bool
 	// Stage is the worker stage that processes the type when it arrives from xAgent: "deliver"
 	// (finals and tool invocations, one channel's in order), "assemble" (deltas), "activity",
 	// "acks" (xAgent's acks of user messages). Every FromAgent type has one; each stage is its
@@ -183,6 +186,7 @@ type packetTypeSpec struct {
 	Kind       string   `json:"kind"`
 	Stage      string   `json:"stage"`
 	NeedsAck   bool     `json:"needs_ack"`
+	Answered   bool     `json:"answered"`
 	Payload    string   `json:"payload"`
 	Directions []string `json:"directions"`
 	Rule       string   `json:"rule"`
@@ -411,7 +415,7 @@ func (c *Catalog) loadCatalog(data []byte) error {
 		if len(t.Directions) == 0 {
 			bad("packet type %s: no directions", t.Name)
 		}
-		pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck, Stage: t.Stage}
+		pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck, Answered: t.Answered || t.NeedsAck, Stage: t.Stage}
 		fromAgent := slices.Contains(t.Directions, "xagent_to_connector")
 		switch {
 		case fromAgent && !isLowerToken(t.Stage):

@@ -22,6 +22,8 @@ package test
 //   XIMD_FAULT_SIGTERM_CYCLES=10  SIGTERM / restart cycles                      (default 2)
 //   XIMD_FAULT_NATS_RESTARTS=6    NATS node stops/restarts, in turns of 3 nodes (default 3)
 //   XIMD_FAULT_CHANNELS=20        channels (half `streaming: edit`, half `none`) (default 20)
+//   XIMD_FAULT_LOOKUP=0           webhook channels without "lookup" (default 1: a final a crash
+//                                 left in doubt is settled by asking the target)
 //   XIMD_FAULT_SKIP=1             skip the fault suites (e.g. a quick local `go test ./...`)
 //
 // XIMTEST_LOG=1 shows the processes' logs on stderr. They are written to /tmp/ximd-fault-<test>-…
@@ -93,6 +95,10 @@ func newFaultWorld(t *testing.T, name string, nChannels int) *faultWorld {
 	}
 	t.Cleanup(tg.Close)
 	w := &faultWorld{t: t, ctx: ctx, target: tg, channels: faultkit.Channels(strings.ToLower(name), nChannels), start: time.Now()}
+	lookup := faultkit.Env(t, "XIMD_FAULT_LOOKUP", 1) != 0
+	for i := range w.channels {
+		w.channels[i].Lookup = lookup
+	}
 	w.result.Test = name
 	w.logDir, err = os.MkdirTemp("", "ximd-fault-"+name+"-")
 	if err != nil {
@@ -161,6 +167,7 @@ func (w *faultWorld) settle() {
 		w.result.RSSPeakKiB = max(w.result.RSSPeakKiB, x.SampleRSS())
 	}
 	w.result.Elapsed = time.Since(w.start)
+	w.result.Lookups = w.target.Lookups()
 	faultkit.Check(&w.result, w.target.Calls(), w.driver, w.platform, w.channels)
 	posts, failed := w.platform.Posts()
 	w.t.Logf("finals by outcome %v; error packets %v; user posts %d (%d re-posted); user messages received %d distinct",

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
+	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
@@ -128,4 +130,49 @@ func TestInDoubt_DedupingWebhookIsSentAgain(t *testing.T) {
 	if len(calls) != 1 || calls[0].Method != http.MethodPost || calls[0].Body["idempotency_key"] != e.channel+":m_dedupe" {
 		t.Fatalf("want one POST with the message's idempotency_key, got %s", dump(calls))
 	}
+}
+
+// P-STATE-8 with a webhook target configured "lookup": true (edge-api §7.1): an interrupted
+// direct final is looked up by its idempotency key. Absent → sent, and accepted; already shown
+// with its final text (the crash came after the target's answer) → accepted without a call.
+func TestInDoubt_WebhookLookup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none"})
+	cfg := e.target.Config("none", "none")
+	cfg["lookup"] = true
+	if err := e.node.OpenChannel(e.channel+"_lk", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.channel += "_lk"
+
+	interrupt(t, e, "m_absent", "not there yet", false)
+	_, ack := e.final(msg("m_absent", "not there yet"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	calls := e.target.MessageCalls()
+	if len(calls) != 1 || calls[0].Method != http.MethodPost || calls[0].Text() != "not there yet" {
+		t.Fatalf("want one POST of the looked-up final, got %s", dump(calls))
+	}
+
+	// The target already shows the next one: as if the crash came between its answer and the
+	// record of it.
+	body, _ := json.Marshal(map[string]any{"chat_id": "room-1", "text": "already shown", "files": []any{}, "final": true, "idempotency_key": e.channel + ":m_shown"})
+	req, _ := http.NewRequest(http.MethodPost, e.target.URL+"/messages", bytes.NewReader(body))
+	req.Header.Set("X-Xim-Signature", webhook.Sign([]byte(e.target.Secret), body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("showing the message at the target: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	interrupt(t, e, "m_shown", "already shown", false)
+	lookups := e.target.Lookups()
+	_, ack = e.final(msg("m_shown", "already shown"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	if n := len(e.target.MessageCalls()); n != 2 {
+		t.Fatalf("a final the target showed was sent again: %s", dump(e.target.MessageCalls()))
+	}
+	if e.target.Lookups() != lookups+1 {
+		t.Fatalf("lookups %d, want %d", e.target.Lookups(), lookups+1)
+	}
+	_, ack = e.final(msg("m_shown", "already shown"))
+	wantAck(t, ack, profile.AckDuplicate, "")
 }

@@ -488,8 +488,8 @@ func TestWebchat_StreamedAnswerLiveAndReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, final, found, err := tg.(*webchat.Target).Lookup(ctx, channel+":asst_1")
-	if err != nil || !found || !final || got != id {
-		t.Fatalf("Lookup = %q final=%v found=%v %v; want %s final", got, final, found, err, id)
+	shown, found, err := tg.(*webchat.Target).Lookup(ctx, channel+":asst_1")
+	if err != nil || !found || !shown.Final || shown.ID != id {
+		t.Fatalf("Lookup = %+v found=%v %v; want %s final", shown, found, err, id)
 	}
 }

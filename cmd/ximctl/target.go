@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ximd/ximd/handlers/target/webhook"
@@ -26,20 +28,54 @@ func runTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errUsage
 	}
+	shown := newShownMessages(100000)
 	var ids atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		sig := "bad-signature"
-		if webhook.Verify([]byte(*secret), body, r.Header.Get("X-Xim-Signature")) {
+		signed := webhook.Verify([]byte(*secret), body, r.Header.Get("X-Xim-Signature"))
+		if signed {
 			sig = "signed"
 		}
-		fmt.Fprintf(stdout, "%s %s (%s) %s\n", r.Method, r.URL.Path, sig, body)
-		if r.Method == http.MethodPost && len(r.URL.Path) >= 9 && r.URL.Path[len(r.URL.Path)-9:] == "/messages" {
+		fmt.Fprintf(stdout, "%s %s (%s) %s\n", r.Method, r.URL.RequestURI(), sig, body)
+		isMessages := strings.HasSuffix(r.URL.Path, "/messages")
+		switch {
+		case r.Method == http.MethodGet && isMessages:
+			// The lookup of edge-api §7.1 (config "lookup": true).
+			if !signed {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			m, ok := shown.get(r.URL.Query().Get("idempotency_key"))
+			if !ok {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]string{"message_id": fmt.Sprintf("target-%d", ids.Add(1))})
-			return
+			_ = json.NewEncoder(w).Encode(m)
+		case r.Method == http.MethodPost && isMessages:
+			var call struct {
+				Text           string `json:"text"`
+				Final          bool   `json:"final"`
+				IdempotencyKey string `json:"idempotency_key"`
+			}
+			_ = json.Unmarshal(body, &call)
+			id := fmt.Sprintf("target-%d", ids.Add(1))
+			shown.put(call.IdempotencyKey, id, shownMessage{ID: id, Text: call.Text, Final: call.Final})
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"message_id": id})
+		case r.Method == http.MethodPatch:
+			var call struct {
+				Text  string `json:"text"`
+				Final bool   `json:"final"`
+			}
+			_ = json.Unmarshal(body, &call)
+			id := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+			shown.edit(id, call.Text, call.Final)
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusNoContent)
 		}
-		w.WriteHeader(http.StatusNoContent)
 	})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -52,4 +88,62 @@ func runTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return nil
+}
+
+// shownMessage is what the target shows of one message: the answer to a lookup.
+type shownMessage struct {
+	ID    string `json:"message_id"`
+	Final bool   `json:"final"`
+	Text  string `json:"text"`
+}
+
+// shownMessages keeps the last max messages by idempotency key (and their keys by message id).
+type shownMessages struct {
+	mu    sync.Mutex
+	max   int
+	byKey map[string]shownMessage
+	keyOf map[string]string // message id -> idempotency key
+	order []string          // keys, oldest first
+}
+
+func newShownMessages(max int) *shownMessages {
+	return &shownMessages{max: max, byKey: map[string]shownMessage{}, keyOf: map[string]string{}}
+}
+
+func (s *shownMessages) put(key, id string, m shownMessage) {
+	if key == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byKey[key]; !ok {
+		s.order = append(s.order, key)
+		if len(s.order) > s.max {
+			old := s.order[0]
+			s.order = s.order[1:]
+			delete(s.keyOf, s.byKey[old].ID)
+			delete(s.byKey, old)
+		}
+	}
+	s.byKey[key] = m
+	s.keyOf[id] = key
+}
+
+func (s *shownMessages) edit(id, text string, final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.keyOf[id]
+	if !ok {
+		return
+	}
+	m := s.byKey[key]
+	m.Text, m.Final = text, final
+	s.byKey[key] = m
+}
+
+func (s *shownMessages) get(key string) (shownMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.byKey[key]
+	return m, ok
 }

@@ -116,16 +116,30 @@ type ActivityShower interface {
 }
 
 // Reconciler is optional: the target can tell whether a message with this idempotency key
-// ([Message.IdempotencyKey]) exists and whether its final content was applied. A caller that
-// does not know the outcome of an earlier Send or final Edit (a crash between the call and
-// recording its result) asks it instead of giving up: found && final means the final is shown
-// and must not be sent again; found && !final means the message exists under targetMessageID
-// (a streamed part, or a Send whose outcome was lost) and the final can be applied with
-// [Editor.Edit]; !found means nothing was shown and Send may run. It reads the target's own
-// state, so its answer holds across ximd restarts for as long as the target keeps the message.
+// ([Message.IdempotencyKey]) exists and what it shows. A caller that does not know the outcome
+// of an earlier Send or final Edit (a crash between the call and recording its result) asks it
+// instead of giving up: found with Final and the final's text means the final is shown and must
+// not be sent again; found otherwise means the message exists under its ID (a streamed part, or
+// a Send whose outcome was lost) and the final can be applied with [Editor.Edit]; !found means
+// nothing was shown and Send may run. It reads the target's own state, so its answer holds
+// across ximd restarts for as long as the target keeps the message. A target that can answer
+// only with some configurations returns [ErrNoLookup] without them.
 type Reconciler interface {
-	Lookup(ctx context.Context, idempotencyKey string) (targetMessageID string, final bool, found bool, err error)
+	Lookup(ctx context.Context, idempotencyKey string) (shown Shown, found bool, err error)
 }
+
+// Shown is what a target shows of a message ([Reconciler]).
+type Shown struct {
+	// ID is the target's message id.
+	ID string
+	// Final reports whether the final content was applied.
+	Final bool
+	// Text is the message's text as shown ("" when the target does not tell).
+	Text string
+}
+
+// ErrNoLookup is returned by a [Reconciler] whose channel is not configured for lookups.
+var ErrNoLookup = errors.New("the target is not configured for lookups")
 
 // Deduper is optional: DedupesSends reports whether the target shows at most one message per
 // idempotency key ([Message.IdempotencyKey]): a second Send with a key it has seen returns the

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -48,6 +49,15 @@ type GatewayConfig struct {
 	// MaxConnections (XIM_MAX_CONNECTIONS) bounds the live connections of this gateway; an upgrade
 	// past it is refused 503 {"code":"unavailable"} with Retry-After, before any state is made.
 	MaxConnections int
+	// PublishTimeout bounds the wait for JetStream's acknowledgement of one publish; past it the
+	// publish is retried (see PublishAttempts). Default 10s.
+	PublishTimeout time.Duration
+	// PublishAttempts bounds the publishes of one packet whose acknowledgement did not come
+	// (timeout, no responder during a leader election, a lost connection); past it the packet is
+	// answered `unavailable`. Default 4. A packet that is answered (a final, a tool invocation)
+	// carries Nats-Msg-Id <channel>:<packet_id>, so a retry of a stored one is not stored again
+	// (the XIM_IN duplicate window, pipeline.InDuplicates, outlasts the attempts).
+	PublishAttempts int
 }
 
 // Gateway terminates xAgent WebSocket connections: it checks each frame in the order of
@@ -70,6 +80,7 @@ type Gateway struct {
 	sub     *nats.Subscription
 	sendSub *nats.Subscription // on subjects.GatewaySend while a connection is live
 	wg      sync.WaitGroup
+	retries sync.WaitGroup // publishes waiting for their next attempt
 }
 
 type gatewayMetrics struct {
@@ -84,7 +95,7 @@ type gatewayMetrics struct {
 func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 	m := &gatewayMetrics{
 		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ximd_gateway_frames_total", Help: "WebSocket frames received, by outcome (stored, invalid, too_large, channel_not_open, dropped, publish_failed).",
+			Name: "ximd_gateway_frames_total", Help: "WebSocket frames received, by outcome (stored, invalid, too_large, channel_not_open, dropped, publish_retried, publish_failed).",
 		}, []string{"outcome"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ximd_packets_dropped_total", Help: "Packets dropped silently because their type is outside the IM v2 catalog (P-ERR-1), by type.",
@@ -126,10 +137,16 @@ func NewGateway(cfg GatewayConfig, nc *nats.Conn, cat *profile.Catalog, isOpen f
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = 10 * time.Second
+	}
+	if cfg.PublishAttempts <= 0 {
+		cfg.PublishAttempts = 4
+	}
 	g := &Gateway{cfg: cfg, nc: nc, catalog: cat, isOpen: isOpen, metrics: newGatewayMetrics(reg), logger: logger, conns: map[string]*wsConn{}}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
-		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout),
 		jetstream.WithPublishAsyncErrHandler(g.publishFailed))
 	if err != nil {
 		return nil, err
@@ -163,15 +180,30 @@ func (g *Gateway) Close() {
 	g.wg.Wait()
 }
 
-// Flush waits until every stored packet was acknowledged by JetStream (or ctx ends).
+// Flush waits until every stored packet was acknowledged by JetStream, retries included (or ctx
+// ends).
 func (g *Gateway) Flush(ctx context.Context) error {
-	select {
-	case <-g.js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		select {
+		case <-g.js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		retried := make(chan struct{})
+		go func() { g.retries.Wait(); close(retried) }()
+		select {
+		case <-retried:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if g.js.PublishAsyncPending() == 0 {
+			return nil
+		}
 	}
 }
+
+// headerAttempt numbers the publishes of one packet (from 2; absent on the first).
+const headerAttempt = "Xim-Publish-Attempt"
 
 // wsConn is one xAgent connection.
 type wsConn struct {
@@ -302,10 +334,13 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
 		return
 	}
-	// No Nats-Msg-Id: every transmission must be answered, even an identical one sent again, and
-	// the stages are idempotent on (channel, message_id, sequence); a dedup window would only
-	// hold memory for every packet of the last minutes.
 	m := nats.NewMsg(subject)
+	if pt.Answered {
+		// Stored once however often the publish is retried: one answer per packet. Other
+		// packets go without (the stages are idempotent on (channel, message_id, sequence), and
+		// the dedup window would hold memory for every delta).
+		m.Header.Set(jetstream.MsgIDHeader, env.ChannelID+":"+env.PacketID)
+	}
 	m.Header.Set(subjects.HeaderGateway, g.cfg.ID)
 	m.Header.Set(subjects.HeaderConn, c.id)
 	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(time.Now().UnixNano(), 10))
@@ -319,11 +354,35 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 	g.metrics.published.Inc()
 }
 
-// publishFailed answers a packet JetStream did not store (stream full, NATS down): xAgent sends
-// it again; nothing was half-stored.
+// publishFailed handles a publish JetStream did not acknowledge. A refusal (stream full) is
+// answered `unavailable` at once: xAgent sends the packet again. Without an answer (timeout, no
+// responder, connection lost) the packet may be stored: it is published again, up to
+// PublishAttempts times (JetStream drops the copy of a stored answered packet by its
+// Nats-Msg-Id), and answered `unavailable` only after the last.
 func (g *Gateway) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
+	var apiErr *jetstream.APIError
+	attempt, _ := strconv.Atoi(m.Header.Get(headerAttempt))
+	attempt = max(attempt, 1)
+	if !errors.As(err, &apiErr) && attempt < g.cfg.PublishAttempts {
+		g.metrics.frames.WithLabelValues("publish_retried").Inc()
+		g.logger.Info("packet_publish_retried", "subject", m.Subject, "attempt", attempt+1, "err", err)
+		retry := nats.NewMsg(m.Subject)
+		for k, v := range m.Header {
+			retry.Header[k] = v
+		}
+		retry.Header.Set(headerAttempt, strconv.Itoa(attempt+1))
+		retry.Data = m.Data
+		g.retries.Add(1)
+		time.AfterFunc(time.Duration(attempt)*100*time.Millisecond, func() {
+			defer g.retries.Done()
+			if _, err := g.js.PublishMsgAsync(retry); err != nil {
+				g.publishFailed(g.js, retry, err)
+			}
+		})
+		return
+	}
 	g.metrics.frames.WithLabelValues("publish_failed").Inc()
-	g.logger.Warn("packet_not_stored", "subject", m.Subject, "err", err)
+	g.logger.Warn("packet_not_stored", "subject", m.Subject, "attempt", attempt, "err", err)
 	env, _ := profile.DecodeEnvelope(m.Data)
 	g.mu.RLock()
 	c := g.conns[m.Header.Get(subjects.HeaderConn)]

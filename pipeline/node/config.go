@@ -60,7 +60,10 @@ type Config struct {
 	AckTimeout        time.Duration // XIM_ACK_TIMEOUT
 	OutboundBackoff   time.Duration // XIM_OUTBOUND_BACKOFF_MAX
 	MaxConnections    int           // XIM_MAX_CONNECTIONS: live WebSocket connections of one gateway
-	MaxInbound        int           // XIM_MAX_INBOUND_REQUESTS: requests at once on the target inbound route
+	// PublishTimeout bounds the gateway's wait for JetStream's acknowledgement of a packet before
+	// it publishes again (edge.GatewayConfig). 0: 10s. Not an environment variable.
+	PublishTimeout time.Duration
+	MaxInbound     int // XIM_MAX_INBOUND_REQUESTS: requests at once on the target inbound route
 
 	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES, XIM_OUTBOUND_MAX_AGE
 }

@@ -519,7 +519,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		_, ok, err := reg.Lookup(ctx, id)
 		return ok, err
 	}
-	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: n.cfg.MaxPacketBytes, MaxConnections: n.cfg.MaxConnections}, nc, profile.Default(), isOpen, n.reg, log)
+	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: n.cfg.MaxPacketBytes, MaxConnections: n.cfg.MaxConnections, PublishTimeout: n.cfg.PublishTimeout}, nc, profile.Default(), isOpen, n.reg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,8 @@ type Result struct {
 	// OutcomeUnknown: finals answered rejected delivery_outcome_unknown (allowed by the contract,
 	// never sent again); UnknownUndelivered of them never reached the target at all.
 	OutcomeUnknown, UnknownUndelivered int
+	// Lookups: lookups by idempotency_key the target answered (channels with "lookup").
+	Lookups int64
 	// UserLost: user messages answered 202 that never reached the agent.
 	UserLost int
 	// StuckTyping: channels whose last activity call at the target is not idle.
@@ -62,10 +64,10 @@ func (r *Result) Failed() bool {
 // Summary is the one machine-greppable line the fault tests print.
 func (r *Result) Summary() string {
 	return fmt.Sprintf("fault summary: test=%s cycles=%d faults_injected=%d packets=%d finals=%d user_messages=%d reconnects=%d "+
-		"duplicates=%d losses=%d outcome_unknown=%d unknown_undelivered=%d repeated_final_edits=%d user_lost=%d stuck_typing=%d "+
+		"duplicates=%d losses=%d outcome_unknown=%d unknown_undelivered=%d lookups=%d repeated_final_edits=%d user_lost=%d stuck_typing=%d "+
 		"display_regressions=%d bad_calls=%d rss_peak_mib=%.1f elapsed=%s",
 		r.Test, r.Cycles, r.Faults, r.Packets, r.Finals, r.UserMsgs, r.Reconnects,
-		r.Duplicates, r.Losses, r.OutcomeUnknown, r.UnknownUndelivered, r.RepeatedFinalEdits, r.UserLost, r.StuckTyping,
+		r.Duplicates, r.Losses, r.OutcomeUnknown, r.UnknownUndelivered, r.Lookups, r.RepeatedFinalEdits, r.UserLost, r.StuckTyping,
 		r.DisplayRegressions, r.BadCalls, float64(r.RSSPeakKiB)/1024, r.Elapsed.Round(time.Second))
 }
 

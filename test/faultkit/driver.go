@@ -24,6 +24,9 @@ type Channel struct {
 	Streaming string
 	// Activity is the channel's target config: "status", "typing" or "none".
 	Activity string
+	// Lookup is the channel's target config "lookup": the target answers lookups by
+	// idempotency_key, which settle a final a crash left in doubt.
+	Lookup bool
 }
 
 // DriverConfig shapes the load.

@@ -47,6 +47,7 @@ func OpenChannels(n *testkit.Node, tg *testkit.Target, chans []Channel) error {
 	for _, ch := range chans {
 		cfg := tg.Config(ch.Streaming, ch.Activity)
 		cfg["chat_id"] = ch.ID
+		cfg["lookup"] = ch.Lookup
 		if err := n.OpenChannel(ch.ID, cfg); err != nil {
 			return err
 		}

@@ -48,6 +48,17 @@ type Target struct {
 	keys    sync.Map // target message id -> idempotency key
 	onCall  func(c Call)
 	discard bool
+	// shown is what each idempotency key's message shows (for lookups), lookups counts them.
+	shownMu sync.Mutex
+	shown   map[string]shownMessage
+	lookups atomic.Int64
+}
+
+// shownMessage is what the target shows of one message.
+type shownMessage struct {
+	ID    string `json:"message_id"`
+	Final bool   `json:"final"`
+	Text  string `json:"text"`
 }
 
 // TargetOptions configures NewTarget.
@@ -70,7 +81,8 @@ func NewTarget(secret string, opts TargetOptions) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Secret: secret, ln: ln, URL: "http://" + ln.Addr().String() + "/hook", notify: make(chan struct{}, 1), onCall: opts.OnCall, discard: opts.Discard}
+	t := &Target{Secret: secret, ln: ln, URL: "http://" + ln.Addr().String() + "/hook", notify: make(chan struct{}, 1), onCall: opts.OnCall, discard: opts.Discard,
+		shown: map[string]shownMessage{}}
 	t.srv = &http.Server{Handler: t}
 	go t.srv.Serve(ln)
 	return t, nil
@@ -86,7 +98,47 @@ func (t *Target) SetAnswer(f func(c Call) int) {
 	t.mu.Unlock()
 }
 
+// Lookups counts the lookups (GET /messages?idempotency_key=K) the target answered.
+func (t *Target) Lookups() int64 { return t.lookups.Load() }
+
+// lookup answers GET {url}/messages?idempotency_key=K (edge-api §7.1) from what the target shows.
+func (t *Target) lookup(w http.ResponseWriter, r *http.Request) {
+	if !webhook.Verify([]byte(t.Secret), nil, r.Header.Get("X-Xim-Signature")) {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	t.lookups.Add(1)
+	t.shownMu.Lock()
+	m, ok := t.shown[r.URL.Query().Get("idempotency_key")]
+	t.shownMu.Unlock()
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+// show records what a message call the target answered 2xx shows.
+func (t *Target) show(c Call, id string) {
+	if c.Key == "" {
+		return
+	}
+	t.shownMu.Lock()
+	defer t.shownMu.Unlock()
+	m := t.shown[c.Key]
+	if id != "" {
+		m.ID = id
+	}
+	m.Text, m.Final = c.Text(), c.Final()
+	t.shown[c.Key] = m
+}
+
 func (t *Target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.TrimPrefix(r.URL.Path, "/hook") == "/messages" {
+		t.lookup(w, r)
+		return
+	}
 	raw, _ := io.ReadAll(r.Body)
 	c := Call{Method: r.Method, Path: strings.TrimPrefix(r.URL.Path, "/hook"), Raw: raw, At: time.Now(),
 		SignatureOK: webhook.Verify([]byte(t.Secret), raw, r.Header.Get("X-Xim-Signature"))}
@@ -121,6 +173,9 @@ func (t *Target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status >= 300 {
 		w.WriteHeader(status)
 		return
+	}
+	if strings.HasPrefix(c.Path, "/messages") {
+		t.show(c, newID)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if newID != "" {

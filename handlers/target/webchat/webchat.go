@@ -170,19 +170,19 @@ func (t *Target) ShowActivity(ctx context.Context, act target.Activity) error {
 // Lookup tells whether the message of idempotencyKey exists, and whether its final content
 // was applied ([target.Reconciler]). It reads the stream, so it holds across restarts for as
 // long as the message is kept (StoreConfig.MaxAge after its last change).
-func (t *Target) Lookup(ctx context.Context, idempotencyKey string) (string, bool, bool, error) {
+func (t *Target) Lookup(ctx context.Context, idempotencyKey string) (target.Shown, bool, error) {
 	if err := t.bound(); err != nil {
-		return "", false, false, err
+		return target.Shown{}, false, err
 	}
 	id := AssistantItemID(idempotencyKey)
 	it, _, found, err := t.a.store.Get(ctx, t.channel, id)
 	if err != nil {
-		return "", false, false, unavailable("lookup", err)
+		return target.Shown{}, false, unavailable("lookup", err)
 	}
 	if !found {
-		return "", false, false, nil
+		return target.Shown{}, false, nil
 	}
-	return id, it.Final, true, nil
+	return target.Shown{ID: id, Final: it.Final, Text: it.Text}, true, nil
 }
 
 // statusItem is the item token of the channel's status (subjects.WebchatStatus).

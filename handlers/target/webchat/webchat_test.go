@@ -118,9 +118,9 @@ func TestLookupReconciles(t *testing.T) {
 	lookup := func(wantFound, wantFinal bool, wantID string) {
 		t.Helper()
 		// A fresh adapter, as after a restart: the answer comes from the stream alone.
-		id, final, found, err := open(t, js, "room").Lookup(ctx, key)
-		if err != nil || found != wantFound || final != wantFinal || id != wantID {
-			t.Fatalf("Lookup = %q final=%v found=%v err=%v; want %q final=%v found=%v", id, final, found, err, wantID, wantFinal, wantFound)
+		shown, found, err := open(t, js, "room").Lookup(ctx, key)
+		if err != nil || found != wantFound || shown.Final != wantFinal || shown.ID != wantID {
+			t.Fatalf("Lookup = %+v found=%v err=%v; want %q final=%v found=%v", shown, found, err, wantID, wantFinal, wantFound)
 		}
 	}
 	lookup(false, false, "")
@@ -143,7 +143,7 @@ func TestLookupReconciles(t *testing.T) {
 		t.Fatalf("item %s holds the signed link; the page serves files itself", b)
 	}
 	// On another channel the key is unknown.
-	if _, _, found, _ := open(t, js, "other").Lookup(ctx, key); found {
+	if _, found, _ := open(t, js, "other").Lookup(ctx, key); found {
 		t.Fatal("key found on another channel")
 	}
 }

@@ -43,6 +43,8 @@ type config struct {
 	fileHosts []string
 	// dedupe: the target shows at most one message per idempotency_key (config "dedupe").
 	dedupe bool
+	// lookup: the target answers GET {url}/messages?idempotency_key=K (config "lookup").
+	lookup bool
 }
 
 // publicConfig is the config as the channels API shows it: defaults filled
@@ -55,6 +57,7 @@ type publicConfig struct {
 	Timeout   string   `json:"timeout"`
 	FileHosts []string `json:"file_hosts,omitempty"`
 	Dedupe    bool     `json:"dedupe"`
+	Lookup    bool     `json:"lookup"`
 }
 
 // parseConfig decodes and validates a webhook config. Every error is a
@@ -71,7 +74,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	var unknown []string
 	for k := range fields {
 		switch k {
-		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe":
+		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe", "lookup":
 		default:
 			unknown = append(unknown, k)
 		}
@@ -133,9 +136,11 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		}
 		c.timeout = d
 	}
-	if raw, ok := fields["dedupe"]; ok && !bytes.Equal(raw, []byte("null")) {
-		if err := json.Unmarshal(raw, &c.dedupe); err != nil {
-			return nil, invalid(fieldPrefix+"dedupe", "must be true or false")
+	for name, dst := range map[string]*bool{"dedupe": &c.dedupe, "lookup": &c.lookup} {
+		if raw, ok := fields[name]; ok && !bytes.Equal(raw, []byte("null")) {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return nil, invalid(fieldPrefix+name, "must be true or false")
+			}
 		}
 	}
 	if raw, ok := fields["file_hosts"]; ok && !bytes.Equal(raw, []byte("null")) {
@@ -203,6 +208,7 @@ func (c *config) public() publicConfig {
 		Timeout:   c.timeout.String(),
 		FileHosts: c.fileHosts,
 		Dedupe:    c.dedupe,
+		Lookup:    c.lookup,
 	}
 }
 

@@ -245,6 +245,11 @@ type (
 	createAnswer struct {
 		MessageID json.RawMessage `json:"message_id"`
 	}
+	lookupAnswer struct {
+		MessageID json.RawMessage `json:"message_id"`
+		Final     bool            `json:"final"`
+		Text      string          `json:"text"`
+	}
 )
 
 // wireFiles is never nil, so "files" is always an array.
@@ -295,6 +300,43 @@ func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, err
 	}
 	return id, nil
 }
+
+// Lookup implements target.Reconciler with config "lookup": GET {url}/messages?idempotency_key=K,
+// answered 200 {"message_id","final","text"} or 404. Without it: target.ErrNoLookup.
+func (t *webhookTarget) Lookup(ctx context.Context, idempotencyKey string) (target.Shown, bool, error) {
+	if !t.cfg.lookup {
+		return target.Shown{}, false, target.ErrNoLookup
+	}
+	u, err := url.Parse(t.messagesURL)
+	if err != nil {
+		return target.Shown{}, false, failed("GET /messages: build URL")
+	}
+	q := u.Query()
+	q.Set("idempotency_key", idempotencyKey)
+	u.RawQuery = q.Encode()
+	var shown target.Shown
+	err = t.call(ctx, http.MethodGet, u.String(), "GET /messages?idempotency_key", nil, "", func(status int, answer []byte) error {
+		var a lookupAnswer
+		if json.Unmarshal(answer, &a) != nil {
+			return failed(fmt.Sprintf("GET /messages: HTTP %d answer is not {\"message_id\", \"final\", \"text\"}", status))
+		}
+		if shown.ID = decodeID(a.MessageID); shown.ID == "" {
+			return failed(fmt.Sprintf("GET /messages: HTTP %d answer has no message_id", status))
+		}
+		shown.Final, shown.Text = a.Final, a.Text
+		return nil
+	})
+	switch {
+	case errors.Is(err, errLookupNotFound):
+		return target.Shown{}, false, nil
+	case err != nil:
+		return target.Shown{}, false, err
+	}
+	return shown, true, nil
+}
+
+// errLookupNotFound is a lookup answered 404: no message has the key.
+var errLookupNotFound = errors.New("GET /messages: 404, no such message")
 
 // decodeID reads message_id as a JSON string or, leniently, a JSON number
 // (its literal); anything else is "".
@@ -395,6 +437,9 @@ func (t *webhookTarget) call(ctx context.Context, method, u, op string, body []b
 		slog.String("op", op), slog.Int("status", resp.StatusCode),
 		slog.Duration("duration", time.Since(start)))
 
+	if method == http.MethodGet && resp.StatusCode == http.StatusNotFound {
+		return errLookupNotFound
+	}
 	if perr := statusError(op, resp.StatusCode); perr != nil {
 		if after, ok := target.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && perr.Retryable {
 			return &target.RetryAfterError{After: after, Err: perr}

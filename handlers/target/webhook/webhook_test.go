@@ -779,7 +779,7 @@ func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	got := decodeObject(t, pub)
 	want := map[string]string{
 		"url": `"https://chat.example/hook?x=1"`, "chat_id": `"room-1"`,
-		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`,
+		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`, "lookup": `false`,
 	}
 	if gk, wk := keys(got), slices.Sorted(maps.Keys(want)); !slices.Equal(gk, wk) {
 		t.Errorf("Public keys = %v, want %v", gk, wk)
@@ -940,5 +940,65 @@ func TestWebhook_UntrustedCertificateIsDeliveryFailed(t *testing.T) {
 	}
 	if id, err := tg.Send(t.Context(), target.Message{Text: "x", Final: true}); err != nil || id != "tm-1" {
 		t.Errorf("Send with a trusting client = %q, %v; want tm-1", id, err)
+	}
+}
+
+// Lookup (config "lookup": true) is GET {url}/messages?idempotency_key=K, signed over the empty
+// body: 200 tells what is shown, 404 that nothing is, anything else is a target error. Without
+// the config no call is made.
+func TestLookup(t *testing.T) {
+	f := newFakeTarget(t)
+	const key = "chan_1:msg 1&x"
+	var status int
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request) {
+		switch status {
+		case http.StatusOK:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"message_id":"tm-7","final":true,"text":"hello"}`)
+		default:
+			w.WriteHeader(status)
+		}
+	})
+	lookup := func(tg target.Target) (target.Shown, bool, error) {
+		t.Helper()
+		r, ok := tg.(target.Reconciler)
+		if !ok {
+			t.Fatalf("%T does not implement target.Reconciler", tg)
+		}
+		return r.Lookup(context.Background(), key)
+	}
+
+	if _, _, err := lookup(open(t, f.URL+"/hook", nil)); !errors.Is(err, target.ErrNoLookup) {
+		t.Fatalf("without lookup: err %v, want ErrNoLookup", err)
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("without lookup the target got %d calls", n)
+	}
+
+	tg := open(t, f.URL+"/hook", map[string]any{"lookup": true, "streaming": "none"})
+	status = http.StatusOK
+	shown, found, err := lookup(tg)
+	if err != nil || !found || shown != (target.Shown{ID: "tm-7", Final: true, Text: "hello"}) {
+		t.Fatalf("200: %+v found=%v err=%v", shown, found, err)
+	}
+	req := f.requests()[0]
+	if req.Method != http.MethodGet || req.Path != "/hook/messages" {
+		t.Fatalf("call %s %s", req.Method, req.Path)
+	}
+	q, _ := url.ParseQuery(strings.SplitN(req.RequestURI, "?", 2)[1])
+	if q.Get("idempotency_key") != key {
+		t.Fatalf("idempotency_key %q, want %q", q.Get("idempotency_key"), key)
+	}
+	if !webhook.Verify([]byte(testSecret), nil, req.Header.Get(webhook.SignatureHeader)) {
+		t.Fatalf("lookup not signed over the empty body: %q", req.Header.Get(webhook.SignatureHeader))
+	}
+
+	status = http.StatusNotFound
+	if _, found, err := lookup(tg); err != nil || found {
+		t.Fatalf("404: found=%v err=%v, want not found", found, err)
+	}
+	status = http.StatusServiceUnavailable
+	if _, _, err := lookup(tg); profile.CodeOf(err) != profile.CodeTargetUnavailable {
+		t.Fatalf("503: err %v, want target_unavailable", err)
 	}
 }
