@@ -30,6 +30,43 @@ type ServerConfig struct {
 	// SyncAlways makes JetStream fsync every write before acknowledging it (SyncInterval is then
 	// ignored).
 	SyncAlways bool
+	// PortFallback and MonitorPortFallback: when the port is taken (another NATS server on the
+	// laptop), listen on a free one instead of failing (the default ports; an explicit port
+	// fails at once with a *PortInUseError).
+	PortFallback, MonitorPortFallback bool
+}
+
+// PortInUseError reports a port the embedded server cannot listen on.
+type PortInUseError struct {
+	// Which is "client" or "monitor".
+	Which string
+	Addr  string
+	Err   error
+}
+
+func (e *PortInUseError) Error() string {
+	return fmt.Sprintf("embedded nats: %s port %s is in use: %v", e.Which, e.Addr, e.Err)
+}
+
+func (e *PortInUseError) Unwrap() error { return e.Err }
+
+// claimPort checks that host:*port can be listened on. A taken port becomes -1 (any free port)
+// with fallback, and a *PortInUseError without.
+func claimPort(host string, port *int, fallback bool, which string, logger *slog.Logger) error {
+	if *port <= 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(*port))
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln.Close()
+	}
+	if !fallback {
+		return &PortInUseError{Which: which, Addr: addr, Err: err}
+	}
+	logger.Warn("nats_port_taken", "port", which, "addr", addr, "err", err, "using", "a free port")
+	*port = -1
+	return nil
 }
 
 func (c *ServerConfig) defaults() {
@@ -67,6 +104,12 @@ func StartServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	if err := claimPort(cfg.Host, &cfg.Port, cfg.PortFallback, "client", logger); err != nil {
+		return nil, err
+	}
+	if err := claimPort(cfg.Host, &cfg.MonitorPort, cfg.MonitorPortFallback, "monitor", logger); err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName:   "ximd",
 		Host:         cfg.Host,
@@ -88,7 +131,7 @@ func StartServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
-		return nil, errors.New("embedded nats: not ready within 30s (port in use?)")
+		return nil, errors.New("embedded nats: not ready within 30s (a port taken after it was checked?)")
 	}
 	return &Server{ns: ns}, nil
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
@@ -174,4 +177,75 @@ func signingKey(t *testing.T, natsURL string) []byte {
 		t.Fatalf("signing key: %v", err)
 	}
 	return e.Value()
+}
+
+// A default embedded NATS port that something else holds (a nats-server already on the laptop)
+// is replaced by a free one, logged and written to the data dir for ximctl and the `nats` CLI.
+func TestEmbeddedNATS_TakenDefaultPortsFallBack(t *testing.T) {
+	t.Parallel()
+	client, monitor := holdPort(t), holdPort(t)
+	dir := t.TempDir()
+	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir, Mutate: func(c *node.Config) {
+		c.NATSPort, c.NATSMonitorPort = client, monitor // as defaults: not set explicitly
+	}})
+	if err != nil {
+		t.Fatalf("node with its default ports taken: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+	for name, taken := range map[string]int{node.NATSURLFile: client, node.NATSMonitorURLFile: monitor} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(strings.TrimSpace(string(raw)))
+		if err != nil || u.Port() == "" || u.Port() == strconv.Itoa(taken) {
+			t.Fatalf("%s = %q: want the free port used instead of %d", name, raw, taken)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, node.NATSURLFile))
+	nc, err := nats.Connect(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("the written URL does not reach the server: %v", err)
+	}
+	nc.Close()
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, node.NATSURLFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stopped node left its NATS address behind: %v", err)
+	}
+}
+
+// An embedded NATS port set explicitly that is taken fails at once, naming the port and its
+// variable.
+func TestProcess_TakenExplicitNATSPortFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	bin := buildXimd(t)
+	taken := holdPort(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "XIM_DATA_DIR="+t.TempDir(), "XIM_HTTP_ADDR="+freeAddr(t), "XIM_NATS_PORT="+strconv.Itoa(taken), "XIM_NATS_URL=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("ximd ran with its NATS port taken:\n%s", out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("failed after %s, want at once", took)
+	}
+	for _, want := range []string{"XIM_NATS_PORT", strconv.Itoa(taken), "in use"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output does not name %q:\n%s", want, out)
+		}
+	}
+}
+
+// holdPort listens on a free loopback port until the test ends and returns it.
+func holdPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
 }

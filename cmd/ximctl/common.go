@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/ximd/ximd/pipeline/node"
 )
 
 var errUsage = errors.New("usage")
@@ -77,7 +80,21 @@ func httpAddr(v string) (string, error) {
 
 // natsFlag registers -nats, the NATS server ximd uses.
 func natsFlag(fs *flag.FlagSet) *string {
-	return fs.String("nats", envOr("XIM_NATS_URL", defaultNATSURL), "NATS server URL ($XIM_NATS_URL sets the default; ximd's embedded server listens on "+defaultNATSURL+")")
+	return fs.String("nats", defaultNATS(), "NATS server URL (default: $XIM_NATS_URL, else the embedded server's address in $XIM_DATA_DIR/"+node.NATSURLFile+" (./data), else "+defaultNATSURL+")")
+}
+
+// defaultNATS is $XIM_NATS_URL, else the URL a running all-in-one ximd wrote into its data dir
+// (its embedded server falls back to a free port when 4222 is taken), else defaultNATSURL.
+func defaultNATS() string {
+	if v := os.Getenv("XIM_NATS_URL"); v != "" {
+		return v
+	}
+	if b, err := os.ReadFile(filepath.Join(envOr("XIM_DATA_DIR", "./data"), node.NATSURLFile)); err == nil {
+		if u := strings.TrimSpace(string(b)); u != "" {
+			return u
+		}
+	}
+	return defaultNATSURL
 }
 
 // channelFlag registers -channel, a connector_channel_id.

@@ -39,6 +39,10 @@ type Config struct {
 
 	NATSPort        int           // XIM_NATS_PORT (embedded server client port)
 	NATSMonitorPort int           // XIM_NATS_MONITOR_PORT (embedded server monitoring port)
+	// NATSPortSet and NATSMonitorPortSet: the port was set explicitly (XIM_NATS_PORT,
+	// XIM_NATS_MONITOR_PORT): taken, it is an error; a default port that is taken falls back to
+	// a free one.
+	NATSPortSet, NATSMonitorPortSet bool
 	NATSSync        time.Duration // XIM_NATS_SYNC_INTERVAL (embedded server fsync interval)
 	NATSSyncAlways  bool          // XIM_NATS_SYNC_INTERVAL=always: fsync every write before acknowledging it
 
@@ -145,18 +149,18 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	str("XIM_LOG_LEVEL", &c.LogLevel)
 	str("XIM_LOG_FORMAT", &c.LogFormat)
 	str("XIM_INSTANCE", &c.Instance)
-	port := func(name string, dst *int) {
+	port := func(name string, dst *int, set *bool) {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < -1 || n > 65535 {
 				errs = append(errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
 				return
 			}
-			*dst = n
+			*dst, *set = n, true
 		}
 	}
-	port("XIM_NATS_PORT", &c.NATSPort)
-	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort)
+	port("XIM_NATS_PORT", &c.NATSPort, &c.NATSPortSet)
+	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort, &c.NATSMonitorPortSet)
 	if strings.TrimSpace(getenv("XIM_NATS_SYNC_INTERVAL")) == "always" {
 		c.NATSSyncAlways = true
 	} else {

@@ -98,13 +98,25 @@ func (n *Node) Run(ctx context.Context) error {
 	var err error
 	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
 	if n.cfg.NATSURL == "" {
-		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort, SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways}, n.logger)
+		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort,
+			PortFallback: !n.cfg.NATSPortSet, MonitorPortFallback: !n.cfg.NATSMonitorPortSet,
+			SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways}, n.logger)
+		var inUse *pipeline.PortInUseError
+		if errors.As(err, &inUse) {
+			name := map[string]string{"client": "XIM_NATS_PORT", "monitor": "XIM_NATS_MONITOR_PORT"}[inUse.Which]
+			return fmt.Errorf("%s: %s is in use (set another port, or -1 for any free one): %w", name, inUse.Addr, inUse.Err)
+		}
 		if err != nil {
 			return err
 		}
 		closers = append(closers, func(context.Context) { srv.Shutdown() })
 		n.natsURL = srv.ClientURL()
 		n.logger.Info("nats_embedded", "client_url", srv.ClientURL(), "monitor_url", srv.MonitorURL(), "store_dir", filepath.Join(n.cfg.DataDir, "jetstream"))
+		remove, err := writeNATSURLs(n.cfg.DataDir, srv.ClientURL(), srv.MonitorURL())
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func(context.Context) { remove() })
 		nc, err = pipeline.Connect(srv.ClientURL(), name, n.logger, srv.InProcess())
 		if err != nil {
 			return err
