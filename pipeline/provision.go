@@ -189,8 +189,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 	return nil
 }
 
-// InDuplicates is XIM_IN's duplicate window: a final or tool invocation (Nats-Msg-Id
-// <channel>:<packet_id>) published again within it is not stored again. It outlasts the
+// InDuplicates is XIM_IN's duplicate window: a final or tool invocation published again by the
+// gateway within it (same Nats-Msg-Id, unique to the frame's transmission) is not stored again. It outlasts the
 // gateway's publish attempts (edge.GatewayConfig.PublishAttempts, 4 of at most 10s each). The
 // server keeps each id for the window: about 150 bytes plus the id per answered packet, e.g.
 // 1,000 finals a second hold about 25 MB.

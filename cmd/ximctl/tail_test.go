@@ -103,7 +103,13 @@ func TestTail_ShowsOneChannelBothWays(t *testing.T) {
 		{"xAgent→ximd", "chat.message.ack", id, "accepted"},
 		{"outbox", "chat.message ", id, "delivered"},
 	} {
-		pollUntil(t, "a line with "+strings.Join(parts, " "), func() bool { return len(linesWith(tail.stdout.String(), parts...)) == 1 })
+		deadline := time.Now().Add(pollDeadline)
+		for len(linesWith(tail.stdout.String(), parts...)) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within %s: one line with %q; tail printed:\n%s", pollDeadline, parts, tail.stdout.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	if strings.Contains(tail.stdout.String(), other) {
 		t.Fatalf("tail showed the other channel:\n%s", tail.stdout.String())

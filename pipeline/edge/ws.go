@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ximd/ximd/profile"
@@ -55,8 +56,8 @@ type GatewayConfig struct {
 	// PublishAttempts bounds the publishes of one packet whose acknowledgement did not come
 	// (timeout, no responder during a leader election, a lost connection); past it the packet is
 	// answered `unavailable`. Default 4. A packet that is answered (a final, a tool invocation)
-	// carries Nats-Msg-Id <channel>:<packet_id>, so a retry of a stored one is not stored again
-	// (the XIM_IN duplicate window, pipeline.InDuplicates, outlasts the attempts).
+	// carries a Nats-Msg-Id unique to its transmission, so a retry of a stored one is not stored
+	// again (the XIM_IN duplicate window, pipeline.InDuplicates, outlasts the attempts).
 	PublishAttempts int
 }
 
@@ -336,10 +337,12 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 	}
 	m := nats.NewMsg(subject)
 	if pt.Answered {
-		// Stored once however often the publish is retried: one answer per packet. Other
-		// packets go without (the stages are idempotent on (channel, message_id, sequence), and
-		// the dedup window would hold memory for every delta).
-		m.Header.Set(jetstream.MsgIDHeader, env.ChannelID+":"+env.PacketID)
+		// This transmission is stored once however often its publish is retried: one answer per
+		// frame. The id names the transmission, not the packet_id: a frame xAgent sends again,
+		// even byte for byte, is answered again. Other packets go without (the stages are
+		// idempotent on (channel, message_id, sequence), and the dedup window would hold memory
+		// for every delta).
+		m.Header.Set(jetstream.MsgIDHeader, nuid.Next())
 	}
 	m.Header.Set(subjects.HeaderGateway, g.cfg.ID)
 	m.Header.Set(subjects.HeaderConn, c.id)
