@@ -43,6 +43,8 @@ type Record struct {
 	// be in flight until then. A final delivered by another process waits for it (the stages
 	// may run in different processes).
 	Until int64 `json:"until,omitempty"`
+	// Reply is a tool invocation's result "reply" ("degraded": sent as a plain message).
+	Reply string `json:"reply,omitempty"`
 }
 
 // Records keeps the stages' per-message records in one KV bucket, so a final needs one write to

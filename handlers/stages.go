@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -63,8 +64,9 @@ func (s *Stages) Handle(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
+	at := placeOf(msg)
 	if env.Type == profile.TypeToolInvoke {
-		return s.answerTool(ctx, from, env)
+		return s.invokeTool(ctx, from, env, b, at)
 	}
 	p, rej := Validate(s.catalog, env)
 	if rej != nil {
@@ -73,7 +75,6 @@ func (s *Stages) Handle(msg *message.Message) error {
 		}
 		return s.replies.Error(ctx, from, env, rej.Err)
 	}
-	at := placeOf(msg)
 	switch {
 	case p.Message != nil:
 		return s.deliver.Deliver(ctx, from, env, *p.Message, b, at)
@@ -108,10 +109,21 @@ func (s *Stages) ChannelClosed(channel string) {
 }
 
 // PoisonHandler answers packets a partition gave up on: a chat.message still gets its one ack,
-// `rejected` `internal_error` with retryable=true (xAgent retransmits it later).
+// `rejected` `internal_error` with retryable=true (xAgent retransmits it later), a tool.invoke
+// its one tool.result with that error.
 func (s *Stages) PoisonHandler(msg *message.Message) error {
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
 	env, err := profile.DecodeEnvelope(msg.Payload)
+	if err == nil && env.Type == profile.TypeToolInvoke {
+		var ti struct {
+			InvocationID string `json:"invocation_id"`
+		}
+		if json.Unmarshal(env.Payload, &ti) != nil || ti.InvocationID == "" {
+			return nil
+		}
+		s.logger.Error("tool_poisoned", "channel", env.ChannelID, "invocation_id", ti.InvocationID, "packet_id", env.PacketID, "stage", "deliver", "reason", msg.Metadata.Get("reason_poisoned"))
+		return s.toolResult(context.Background(), from, env, ti.InvocationID, nil, profile.Errorf(profile.CodeInternal, "ximd could not run the tool; retry later"))
+	}
 	if err != nil || env.Type != profile.TypeMessage {
 		return nil
 	}

@@ -91,10 +91,12 @@ type Catalog struct {
 	payload                       map[string]*objectSpec   // packet type name -> payload spec
 	objects                       map[string]*objectSpec   // payload spec name -> spec
 	message, delta, activity, ack *objectSpec
+	toolInvoke                    *objectSpec
 	forbidden                     []string
 	forbiddenRule                 string
 	codes                         []CodeInfo
 	codeIndex                     map[string]int
+	tools                         []Tool
 }
 
 var loadDefault = sync.OnceValues(Load)
@@ -204,7 +206,7 @@ type objectSpec struct {
 
 type fieldSpec struct {
 	Name       string   `json:"name"`
-	Type       string   `json:"type"` // string, integer, boolean, array
+	Type       string   `json:"type"` // string, integer, boolean, array, object
 	Required   bool     `json:"required"`
 	RequiredIn []string `json:"required_in"`
 	NonEmpty   bool     `json:"non_empty"`
@@ -236,10 +238,11 @@ const (
 	kindInteger
 	kindBoolean
 	kindArray
+	kindObject // any JSON object, kept as it is (tool arguments, validated by the tool's schema)
 )
 
 var fieldKinds = map[string]fieldKind{
-	"string": kindString, "integer": kindInteger, "boolean": kindBoolean, "array": kindArray,
+	"string": kindString, "integer": kindInteger, "boolean": kindBoolean, "array": kindArray, "object": kindObject,
 }
 
 var directionNames = map[string]Direction{
@@ -250,11 +253,12 @@ var directionNames = map[string]Direction{
 // bindings ties packet types to the Go types their payloads decode into; load checks that the
 // catalog fields and the Go JSON fields are the same set with matching JSON types.
 var bindings = map[string]reflect.Type{
-	TypeMessage:  reflect.TypeFor[Message](),
-	TypeDelta:    reflect.TypeFor[Delta](),
-	TypeActivity: reflect.TypeFor[Activity](),
-	TypeAck:      reflect.TypeFor[Ack](),
-	TypeError:    reflect.TypeFor[ErrorPayload](),
+	TypeMessage:    reflect.TypeFor[Message](),
+	TypeDelta:      reflect.TypeFor[Delta](),
+	TypeActivity:   reflect.TypeFor[Activity](),
+	TypeAck:        reflect.TypeFor[Ack](),
+	TypeError:      reflect.TypeFor[ErrorPayload](),
+	TypeToolInvoke: reflect.TypeFor[ToolInvoke](),
 }
 
 // enumValues are values Go code relies on; each must be in the named enum.
@@ -274,6 +278,10 @@ func load(catalogData, errorsData []byte) (*Catalog, error) {
 	}
 	if err := c.loadCatalog(catalogData); err != nil {
 		errs = append(errs, fmt.Errorf("catalog.json: %w", err))
+	}
+	var err error
+	if c.tools, err = loadTools(toolsJSON); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -483,6 +491,7 @@ func (c *Catalog) loadCatalog(data []byte) error {
 	}
 	c.message, c.delta = c.payload[TypeMessage], c.payload[TypeDelta]
 	c.activity, c.ack = c.payload[TypeActivity], c.payload[TypeAck]
+	c.toolInvoke = c.payload[TypeToolInvoke]
 	return errors.Join(errs...)
 }
 
@@ -604,6 +613,8 @@ func checkBinding(o *objectSpec, typ reflect.Type) []error {
 			match = ft.Kind() == reflect.Int64
 		case kindBoolean:
 			match = ft.Kind() == reflect.Bool
+		case kindObject:
+			match = ft == reflect.TypeFor[json.RawMessage]()
 		case kindArray:
 			match = ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct
 			if match && f.items != nil {

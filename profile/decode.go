@@ -12,7 +12,8 @@ type record struct {
 }
 
 type fieldValue struct {
-	set   bool // present and not null
+	set   bool   // present and not null
+	raw   []byte // kindObject: the object as sent
 	str   string
 	num   int64
 	b     bool
@@ -151,6 +152,15 @@ func (c *Catalog) decodeField(s *scanner, f *fieldSpec, v *fieldValue, path stri
 			return invalidf("%s: must be true or false%s", joinS(path, f.Name), f.cite)
 		}
 		v.b = b
+	case kindObject:
+		if s.peek() != '{' {
+			return invalidf("%s: must be an object%s", joinS(path, f.Name), f.cite)
+		}
+		start := s.i
+		if err := s.skip(); err != nil {
+			return err
+		}
+		v.raw = s.b[start:s.i]
 	case kindArray:
 		if s.peek() != '[' {
 			return invalidf("%s: must be an array%s", joinS(path, f.Name), f.cite)

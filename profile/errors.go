@@ -37,6 +37,8 @@ const (
 	CodeMethodNotAllowed       = "method_not_allowed"
 	CodeBadRequest             = "bad_request"
 	CodeToolNotSupported       = "tool_not_supported"
+	CodeInvalidArguments       = "invalid_arguments"
+	CodeInvocationIDConflict   = "invocation_id_conflict"
 )
 
 // goCodes lists every Code* constant; Load checks each against errors.json. A test parses this

@@ -115,6 +115,8 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeMethodNotAllowed, false, 405},
 		{profile.CodeBadRequest, false, 400},
 		{profile.CodeToolNotSupported, false, 501},
+		{profile.CodeInvalidArguments, false, 400},
+		{profile.CodeInvocationIDConflict, false, 409},
 	}
 	for _, tc := range tests {
 		t.Run(tc.code, func(t *testing.T) {

@@ -130,6 +130,28 @@ func (c *Catalog) DecodeMessage(raw json.RawMessage, d Direction) (Message, erro
 	return m, nil
 }
 
+// ToolInvoke is a tool.invoke payload (edge-api §8).
+type ToolInvoke struct {
+	InvocationID string          `json:"invocation_id"`
+	Tool         string          `json:"tool"`
+	Arguments    json.RawMessage `json:"arguments"`
+}
+
+// DecodeToolInvoke decodes and validates a tool.invoke payload: a closed record of invocation_id
+// (1-256 bytes), tool and arguments (an object, checked against the tool's schema by
+// [Tool.CheckArguments]); the P-ID-2 keys are refused as in every payload.
+func (c *Catalog) DecodeToolInvoke(raw json.RawMessage) (ToolInvoke, error) {
+	r, err := c.decodePayload(raw, c.toolInvoke, FromAgent)
+	if err != nil {
+		return ToolInvoke{}, err
+	}
+	return ToolInvoke{
+		InvocationID: r.get("invocation_id").str,
+		Tool:         r.get("tool").str,
+		Arguments:    json.RawMessage(string(r.get("arguments").raw)),
+	}, nil
+}
+
 // DecodeDelta decodes and validates a chat.message.delta payload (xAgent -> Connector only):
 // exactly message_id, sequence (an integer >= 1, P-DLT-1) and a non-empty text (P-DLT-5).
 // Sequence order (gaps, conflicts) is the caller's state, not checked here.

@@ -260,6 +260,17 @@ func MessageKey(channel, messageID string) (string, error) {
 	return channel + ".=" + hex.EncodeToString(sum[:16]), nil
 }
 
+// InvocationKey is the BucketMessages key of a tool invocation of a channel (edge-api §8):
+// "<channel>.tool.<invocation_id>", or "<channel>.tool.=<hex>" as in MessageKey. It has three
+// tokens, so it never equals a message's key (two), and ChannelKeys matches it.
+func InvocationKey(channel, invocationID string) (string, error) {
+	k, err := MessageKey(channel, invocationID)
+	if err != nil {
+		return "", err
+	}
+	return channel + ".tool." + k[len(channel)+1:], nil
+}
+
 // ChannelKeys matches every key of one channel in BucketMessages and BucketOutbox.
 func ChannelKeys(channel string) (string, error) {
 	if err := Token(channel); err != nil {

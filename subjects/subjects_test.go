@@ -167,3 +167,17 @@ func FuzzSubjects(f *testing.F) {
 		}
 	})
 }
+
+// A tool invocation's key never equals a message's, whatever the ids, and is one of its
+// channel's keys.
+func TestInvocationKey(t *testing.T) {
+	for _, id := range []string{"inv_1", "tool", "a.b", strings.Repeat("x", 200)} {
+		k, err := subjects.InvocationKey("cch_1", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := subjects.MessageKey("cch_1", id); m == k || strings.Count(k, ".") != 2 || !strings.HasPrefix(k, "cch_1.tool.") {
+			t.Fatalf("InvocationKey(%q) = %q (message key %q)", id, k, m)
+		}
+	}
+}

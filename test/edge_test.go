@@ -387,29 +387,3 @@ func upload(t *testing.T, n *testkit.Node, channel, name string, data []byte) st
 	ref, _ := jsonOf(t, b)["file_ref"].(string)
 	return ref
 }
-
-// edge-api §8: a tool.invoke is answered by a tool.result with reply_to and the invocation_id;
-// the IM tools are not run yet, so ok=false with tool_not_supported.
-func TestTools_InvokeAnsweredByToolResult(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, envOptions{})
-	pid := e.send(profile.TypeToolInvoke, map[string]any{"invocation_id": "inv_1", "tool": "im.send_message", "arguments": map[string]any{"text": "hi"}})
-	env, err := e.agent.Reply(pid, wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r struct {
-		InvocationID string `json:"invocation_id"`
-		OK           bool   `json:"ok"`
-		Error        struct {
-			Code      string `json:"code"`
-			Retryable bool   `json:"retryable"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(env.Payload, &r); err != nil || env.Type != profile.TypeToolResult || r.InvocationID != "inv_1" || r.OK || r.Error.Code != profile.CodeToolNotSupported {
-		t.Fatalf("answer %s %s", env.Type, env.Payload)
-	}
-	if n := len(e.target.Calls()); n != 0 {
-		t.Fatalf("target called: %s", dump(e.target.Calls()))
-	}
-}

@@ -30,6 +30,12 @@ const (
 	// ActivityNone: nothing is shown; the Target does not implement
 	// [ActivityShower].
 	ActivityNone = "none"
+
+	// ReplyNative: a message with [Message.ReplyTo] is shown as a reply to that message.
+	ReplyNative = "native"
+	// ReplyNone: the target has no replies; ReplyTo is ignored (im.reply_message then sends a
+	// plain message and says so: "reply": "degraded").
+	ReplyNone = "none"
 )
 
 // Activity statuses passed to [ActivityShower.ShowActivity]. The first
@@ -50,6 +56,8 @@ type Capabilities struct {
 	Streaming string `json:"streaming"`
 	// Activity is [ActivityStatus], [ActivityTyping] or [ActivityNone].
 	Activity string `json:"activity"`
+	// Reply is [ReplyNative] or [ReplyNone].
+	Reply string `json:"reply"`
 }
 
 // File is one file of a message as the target receives it.
@@ -80,10 +88,13 @@ type Message struct {
 	Files []File
 	// Final is true for the final content of the message.
 	Final bool
-	// IdempotencyKey is "<connector_channel_id>:<message_id>"; set on
-	// create ([Sender.Send]), so a target that has already created the
-	// message may answer with the same target message id.
+	// IdempotencyKey is "<connector_channel_id>:<message_id>" (a tool's message:
+	// "<connector_channel_id>:tool:<invocation_id>"); set on create ([Sender.Send]), so a target
+	// that has already created the message may answer with the same target message id.
 	IdempotencyKey string
+	// ReplyTo is the target message id this message replies to ("": none); only on create, and
+	// only read by targets whose Capabilities().Reply is [ReplyNative].
+	ReplyTo string
 }
 
 // Activity is a temporary status to show (profile §8).

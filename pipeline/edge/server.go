@@ -100,6 +100,7 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 	card["version"] = cfg.Version
+	card["tools"] = profile.Default().Tools() // the same document the tool stage validates with
 	e.card, _ = json.Marshal(card)
 
 	e.ops.register(e.mux)

@@ -37,14 +37,14 @@ type Config struct {
 	LogFormat  string // XIM_LOG_FORMAT: auto, text, json
 	Instance   string // XIM_INSTANCE: this process's name in NATS connection names and replies
 
-	NATSPort        int           // XIM_NATS_PORT (embedded server client port)
-	NATSMonitorPort int           // XIM_NATS_MONITOR_PORT (embedded server monitoring port)
+	NATSPort        int // XIM_NATS_PORT (embedded server client port)
+	NATSMonitorPort int // XIM_NATS_MONITOR_PORT (embedded server monitoring port)
 	// NATSPortSet and NATSMonitorPortSet: the port was set explicitly (XIM_NATS_PORT,
 	// XIM_NATS_MONITOR_PORT): taken, it is an error; a default port that is taken falls back to
 	// a free one.
 	NATSPortSet, NATSMonitorPortSet bool
-	NATSSync        time.Duration // XIM_NATS_SYNC_INTERVAL (embedded server fsync interval)
-	NATSSyncAlways  bool          // XIM_NATS_SYNC_INTERVAL=always: fsync every write before acknowledging it
+	NATSSync                        time.Duration // XIM_NATS_SYNC_INTERVAL (embedded server fsync interval)
+	NATSSyncAlways                  bool          // XIM_NATS_SYNC_INTERVAL=always: fsync every write before acknowledging it
 
 	EditInterval      time.Duration // XIM_EDIT_INTERVAL
 	ActivityTimeout   time.Duration // XIM_ACTIVITY_TIMEOUT

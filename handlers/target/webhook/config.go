@@ -214,7 +214,7 @@ func (c *config) public() publicConfig {
 
 // capabilities of a target opened with c.
 func (c *config) capabilities() target.Capabilities {
-	return target.Capabilities{Streaming: c.streaming, Activity: c.activity}
+	return target.Capabilities{Streaming: c.streaming, Activity: c.activity, Reply: target.ReplyNative}
 }
 
 // invalid is the invalid_descriptor error for field.

@@ -230,6 +230,8 @@ type (
 		Files          []wireFile `json:"files"`
 		Final          bool       `json:"final"`
 		IdempotencyKey string     `json:"idempotency_key"`
+		// ReplyTo is im.reply_message's reply_to_target_message_id (edge-api §8).
+		ReplyTo string `json:"reply_to_target_message_id,omitempty"`
 	}
 	editBody struct {
 		ChatID string     `json:"chat_id"`
@@ -279,6 +281,7 @@ func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, err
 		Files:          wireFiles(m.Files),
 		Final:          m.Final,
 		IdempotencyKey: m.IdempotencyKey,
+		ReplyTo:        m.ReplyTo,
 	})
 	if err != nil {
 		return "", failed("POST /messages: encode body")

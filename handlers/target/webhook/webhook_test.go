@@ -737,7 +737,7 @@ func TestWebhook_CapabilitiesMatchInterfaces(t *testing.T) {
 		for _, activity := range []string{"status", "typing", "none"} {
 			t.Run(streaming+"/"+activity, func(t *testing.T) {
 				tg := open(t, "http://127.0.0.1:9/hook", map[string]any{"streaming": streaming, "activity": activity})
-				want := target.Capabilities{Streaming: streaming, Activity: activity}
+				want := target.Capabilities{Streaming: streaming, Activity: activity, Reply: target.ReplyNative}
 				if got := tg.Capabilities(); got != want {
 					t.Errorf("Capabilities() = %+v, want %+v", got, want)
 				}
@@ -754,7 +754,7 @@ func TestWebhook_CapabilitiesMatchInterfaces(t *testing.T) {
 
 func TestWebhook_OpenDefaults(t *testing.T) {
 	tg := open(t, "http://127.0.0.1:9/hook", nil)
-	want := target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityTyping}
+	want := target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityTyping, Reply: target.ReplyNative}
 	if got := tg.Capabilities(); got != want {
 		t.Errorf("default Capabilities() = %+v, want %+v", got, want)
 	}
