@@ -153,6 +153,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 			next.TargetMessageID = r.TargetMessageID
 			if r.Worker != d.cfg.Worker {
 				next.Until = r.Until // another process's display call may be in flight: wait for it
+				next.DisplayUnknown = r.TargetMessageID == ""
 			}
 			*r = next
 			return true
@@ -266,7 +267,7 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 			}
 			return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
 		}
-		if cur.Worker == d.cfg.Worker && d.calls.untouched(key) {
+		if cur.Worker == d.cfg.Worker && d.calls.untouched(key) && !(cur.DisplayUnknown && cur.TargetMessageID == "") {
 			// This process wrote the intent and has not shown the final (a write that timed out
 			// but was stored, a refusal whose release failed): no doubt, it goes ahead.
 			cur.PacketID, cur.At = in.PacketID, time.Now().UnixMilli()

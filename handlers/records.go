@@ -45,6 +45,11 @@ type Record struct {
 	Until int64 `json:"until,omitempty"`
 	// Reply is a tool invocation's result "reply" ("degraded": sent as a plain message).
 	Reply string `json:"reply,omitempty"`
+	// DisplayUnknown marks an intent that took over a streamed message whose create call another
+	// process started and never recorded (it died): while TargetMessageID is "", a part may be
+	// shown under an id nobody knows, so the final is settled by the target or stays in doubt;
+	// even the process holding the intent never sends it as a new message.
+	DisplayUnknown bool `json:"display_unknown,omitempty"`
 }
 
 // Records keeps the stages' per-message records in one KV bucket, so a final needs one write to

@@ -176,3 +176,48 @@ func TestInDoubt_WebhookLookup(t *testing.T) {
 	_, ack = e.final(msg("m_shown", "already shown"))
 	wantAck(t, ack, profile.AckDuplicate, "")
 }
+
+// A streamed part whose create call a dead process started and never recorded (record
+// displaying, no target id): the final's intent is this process's, yet it never sends the final
+// as a new message. With lookup the part is found and the final applied by a PATCH.
+func TestInDoubt_UnrecordedPartOfADeadProcessIsEditedNotCreated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "edit"})
+	cfg := e.target.Config("edit", "none")
+	cfg["lookup"] = true
+	if err := e.node.OpenChannel(e.channel+"_up", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.channel += "_up"
+	// The dead process's part at the target…
+	body, _ := json.Marshal(map[string]any{"chat_id": "room-1", "text": "Hel", "files": []any{}, "final": false, "idempotency_key": e.channel + ":m_part"})
+	req, _ := http.NewRequest(http.MethodPost, e.target.URL+"/messages", bytes.NewReader(body))
+	req.Header.Set("X-Xim-Signature", webhook.Sign([]byte(e.target.Secret), body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("showing the part: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// …and its record: displaying, the create's answer never recorded.
+	nc, err := nats.Connect(e.node.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := subjects.MessageKey(e.channel, "m_part")
+	rec, _ := json.Marshal(handlers.Record{State: handlers.StateDisplaying, Worker: "dead/0000"})
+	if _, err := kv.Put(context.Background(), key, rec); err != nil {
+		t.Fatal(err)
+	}
+	_, ack := e.final(msg("m_part", "Hello, whole"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	calls := e.target.MessageCalls()
+	if len(calls) != 2 || calls[1].Method != http.MethodPatch || !calls[1].Final() || calls[1].Text() != "Hello, whole" {
+		t.Fatalf("want the dead process's POST and one final PATCH, got %s", dump(calls))
+	}
+}

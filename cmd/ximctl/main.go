@@ -1,6 +1,7 @@
 // Command ximctl is the developer's and operator's tool for ximd:
 //
 //	ximctl send    stream one assistant message (deltas + final) to a channel, print the ack
+//	ximctl invoke  invoke one of the Card's IM tools on a channel, print the tool.result
 //	ximctl target  run a webhook target on loopback that prints every call ximd makes
 //	ximctl agent   play xAgent: ack and answer every user message, with failure injection
 //	ximctl tail    print every packet of a channel as it passes through NATS, both ways
@@ -25,6 +26,7 @@ const usage = `usage: ximctl <command> [flags]
 
 commands:
   send     stream one assistant message (deltas + final) to a channel and print the ack
+  invoke   invoke one of the Card's IM tools (im.send_message, im.reply_message, im.send_file)
   target   run a loopback webhook target that prints every call ximd makes to it
   agent    play xAgent: ack every user message and stream an answer (deltas + final)
   tail     print every packet of a channel as it passes through NATS, both ways (read-only)
@@ -52,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "send":
 		err = runSend(ctx, args[1:], stdout, stderr)
+	case "invoke":
+		err = runInvoke(ctx, args[1:], stdout, stderr)
 	case "target":
 		err = runTarget(ctx, args[1:], stdout, stderr)
 	case "agent":

@@ -13,6 +13,7 @@ func TestCommands_HelpAndSharedFlags(t *testing.T) {
 		flags []string
 	}{
 		{name: "send", flags: []string{"-http", "-token", "-channel"}},
+		{name: "invoke", flags: []string{"-http", "-token", "-channel", "-tool", "-args", "-invocation-id"}},
 		{name: "target", flags: []string{"-listen"}},
 		{name: "tail", flags: []string{"-nats", "-channel", "-all"}},
 		{name: "status", flags: []string{"-nats", "-http", "-token", "-channel", "-json"}},

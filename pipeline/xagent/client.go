@@ -212,6 +212,33 @@ func ErrorOf(env profile.Envelope) (profile.ErrorPayload, error) {
 	return e, json.Unmarshal(env.Payload, &e)
 }
 
+// ToolResult is a tool.result payload (edge-api §8).
+type ToolResult struct {
+	InvocationID string `json:"invocation_id"`
+	OK           bool   `json:"ok"`
+	Result       *struct {
+		TargetMessageID string `json:"target_message_id"`
+		// Reply is "degraded" when im.reply_message went out as a plain message.
+		Reply string `json:"reply,omitempty"`
+	} `json:"result,omitempty"`
+	Error *profile.ErrorPayload `json:"error,omitempty"`
+}
+
+// ToolResultOf decodes a tool.result payload.
+func ToolResultOf(env profile.Envelope) (ToolResult, error) {
+	var r ToolResult
+	if env.Type != profile.TypeToolResult {
+		return r, fmt.Errorf("got %s, want %s: %s", env.Type, profile.TypeToolResult, env.Payload)
+	}
+	return r, json.Unmarshal(env.Payload, &r)
+}
+
+// Invoke sends a tool.invoke (edge-api §8) for one of the Card's IM tools and returns its
+// packet_id; its tool.result comes by Reply.
+func (a *Client) Invoke(ctx context.Context, channel, invocationID, tool string, arguments any) (string, error) {
+	return a.Send(ctx, channel, profile.TypeToolInvoke, map[string]any{"invocation_id": invocationID, "tool": tool, "arguments": arguments})
+}
+
 // NewID returns prefix_<16 hex>.
 func NewID(prefix string) string {
 	b := make([]byte, 8)

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// ximctl invoke runs an IM tool on a channel as xAgent would and prints its tool.result; the same
+// invocation_id again prints the first result and touches nothing; a failing tool exits 1
+// naming the code.
+func TestInvokeRunsATool(t *testing.T) {
+	t.Parallel()
+	n := startTestNode(t, nil)
+	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	if err := n.OpenChannel("cch_invoke", tg.Config("none", "none")); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"invoke", "-http", "http://" + n.Addr, "-token", n.Token, "-channel", "cch_invoke", "-tool", "im.send_message", "-args", `{"text":"hi from a tool"}`, "-invocation-id", "inv_cli"}
+	for i := 0; i < 2; i++ {
+		code, out, errOut := runCommand(t, args...)
+		if code != 0 || !strings.Contains(out, `"ok":true`) || !strings.Contains(out, `"target_message_id":"tm-1"`) {
+			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	if calls := tg.MessageCalls(); len(calls) != 1 || calls[0].Text() != "hi from a tool" {
+		t.Fatalf("target calls %d", len(calls))
+	}
+	code, out, errOut := runCommand(t, "invoke", "-http", "http://"+n.Addr, "-token", n.Token, "-channel", "cch_invoke", "-args", `{"text":""}`)
+	if code != 1 || !strings.Contains(errOut, "invalid_arguments") || !strings.Contains(errOut, "arguments.text") {
+		t.Fatalf("a failing tool: exit %d\n%s%s", code, out, errOut)
+	}
+}
