@@ -134,7 +134,7 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 		if err := d.calls.saveDone(ctx, d, key); err != nil {
 			return profile.Ack{}, err // its completion is not recorded yet: no answer before it is
 		}
-		return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
+		return answerDone(rec, in.PacketID, at.Seq, msg.MessageID, digest), nil
 	}
 	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	rev, cur, err := d.records.Create(ctx, key, intent)
@@ -239,7 +239,7 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 		}
 		return profile.Rejected(msg.MessageID, pe), nil
 	}
-	rec := Record{State: StateDone, Digest: intent.Digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	rec := Record{State: StateDone, Digest: intent.Digest, PacketID: in.PacketID, Seq: at.Seq, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	d.done.put(k, rec)
 	d.calls.shown(key, rec, rev)
 	if err := d.calls.saveDone(ctx, d, key); err != nil {
@@ -258,14 +258,14 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 	switch cur.State {
 	case StateDone:
 		d.done.put(bufKey{b.Channel, msg.MessageID}, cur)
-		return answerDone(cur, in.PacketID, msg.MessageID, digest), nil
+		return answerDone(cur, in.PacketID, at.Seq, msg.MessageID, digest), nil
 	case StateDelivering:
 		if rec, ok := d.calls.shownRecord(key); ok && cur.Worker == d.cfg.Worker {
 			// This process showed it; only the record is behind.
 			if err := d.calls.saveDone(ctx, d, key); err != nil {
 				return profile.Ack{}, err
 			}
-			return answerDone(rec, in.PacketID, msg.MessageID, digest), nil
+			return answerDone(rec, in.PacketID, at.Seq, msg.MessageID, digest), nil
 		}
 		if cur.Worker == d.cfg.Worker && d.calls.untouched(key) && !(cur.DisplayUnknown && cur.TargetMessageID == "") {
 			// This process wrote the intent and has not shown the final (a write that timed out
@@ -353,7 +353,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 			return profile.Rejected(msg.MessageID, pe), true, nil // still delivering: a retransmission tries again
 		}
 	}
-	done := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
+	done := Record{State: StateDone, Digest: digest, PacketID: in.PacketID, Seq: at.Seq, TargetMessageID: targetID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	d.done.put(bufKey{b.Channel, msg.MessageID}, done)
 	d.calls.shown(key, done, rev)
 	if err := d.calls.saveDone(ctx, d, key); err != nil {
@@ -480,13 +480,14 @@ func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profi
 	return out, nil, nil
 }
 
-// answerDone answers a final of a completed message_id: the packet that was accepted gets
-// `accepted` again (a redelivery of it), any other packet `duplicate` (P-ACK-4).
-func answerDone(rec Record, packetID, messageID, digest string) profile.Ack {
+// answerDone answers a final of a completed message_id: the stored packet that was accepted
+// gets `accepted` again (a redelivery of it: same packet_id, same stream sequence), any other
+// arrival `duplicate` (P-ACK-4), a byte-identical frame sent again included.
+func answerDone(rec Record, packetID string, seq uint64, messageID, digest string) profile.Ack {
 	if rec.Digest != digest {
 		return profile.Rejected(messageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", messageID))
 	}
-	if rec.PacketID == packetID {
+	if rec.PacketID == packetID && (rec.Seq == 0 || rec.Seq == seq) {
 		return profile.Accepted(messageID)
 	}
 	return profile.Duplicate(messageID)

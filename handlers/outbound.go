@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +26,7 @@ const (
 )
 
 // Code of the terminal failure of a user message pending too long.
-const codeExpired = "expired"
+const codeExpired = profile.CodeExpired
 
 // OutRecord is one user message to xAgent (Connector -> xAgent chat.message).
 type OutRecord struct {
@@ -432,23 +432,18 @@ func (o *Outbox) send(ctx context.Context, b []byte) bool {
 }
 
 // delay until a message's next check: XIM_ACK_TIMEOUT after a send, doubling with each attempt
-// up to BackoffMax, with ±20% jitter; without a live connection, 1s doubling up to 30s.
+// up to BackoffMax; without a live connection, 1s doubling up to 30s. Jitter (up to +20%) only
+// lengthens it: no re-send ever comes before XIM_ACK_TIMEOUT.
 func (o *Outbox) delay(attempts int, sent bool) time.Duration {
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(o.cfg.AckTimeout),
-		backoff.WithMaxInterval(o.cfg.BackoffMax),
-		backoff.WithMultiplier(2),
-		backoff.WithRandomizationFactor(0.2),
-		backoff.WithMaxElapsedTime(0))
+	base, ceiling := o.cfg.AckTimeout, o.cfg.BackoffMax
 	if !sent {
-		b.InitialInterval, b.MaxInterval = time.Second, 30*time.Second
+		base, ceiling = time.Second, 30*time.Second
 	}
-	b.Reset()
-	d := b.NextBackOff()
-	for i := 1; i < min(attempts, 64); i++ {
-		d = b.NextBackOff()
+	for i := 1; i < attempts && base < ceiling; i++ {
+		base *= 2
 	}
-	return d
+	base = min(base, ceiling)
+	return base + time.Duration(rand.Int64N(int64(base)/5+1))
 }
 
 func channelOfKey(key string) string {

@@ -33,9 +33,12 @@ const (
 
 // Record is one message's entry in BucketMessages.
 type Record struct {
-	State           string `json:"state"`
-	Digest          string `json:"digest,omitempty"`
-	PacketID        string `json:"packet_id,omitempty"`
+	State    string `json:"state"`
+	Digest   string `json:"digest,omitempty"`
+	PacketID string `json:"packet_id,omitempty"`
+	// Seq is the XIM_IN stream sequence of the accepted packet: its redelivery is answered
+	// accepted again, any other arrival (a frame sent again, byte for byte) duplicate.
+	Seq             uint64 `json:"seq,omitempty"`
 	TargetMessageID string `json:"target_message_id,omitempty"`
 	Worker          string `json:"worker,omitempty"`
 	At              int64  `json:"at"`

@@ -39,6 +39,7 @@ const (
 	CodeToolNotSupported       = "tool_not_supported"
 	CodeInvalidArguments       = "invalid_arguments"
 	CodeInvocationIDConflict   = "invocation_id_conflict"
+	CodeExpired                = "expired"
 )
 
 // goCodes lists every Code* constant; Load checks each against errors.json. A test parses this

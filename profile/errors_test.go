@@ -117,6 +117,7 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeToolNotSupported, false, 501},
 		{profile.CodeInvalidArguments, false, 400},
 		{profile.CodeInvocationIDConflict, false, 409},
+		{profile.CodeExpired, false, 410},
 	}
 	for _, tc := range tests {
 		t.Run(tc.code, func(t *testing.T) {

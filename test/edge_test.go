@@ -130,6 +130,8 @@ func TestChannels_PutGetDeleteAndErrors(t *testing.T) {
 		{"adapter", "c1", profile.CodeUnknownAdapter, 422, map[string]any{"connection": good["connection"], "target": map[string]any{"adapter": "carrier-pigeon"}}},
 		{"config", "c1", profile.CodeInvalidDescriptor, 400, map[string]any{"connection": good["connection"], "target": map[string]any{"adapter": "webhook", "config": map[string]any{"url": "ftp://x"}}}},
 		{"malformed", "c1", profile.CodeInvalidDescriptor, 400, []byte(`{"connection":`)},
+		{"no target_type", "c1", profile.CodeInvalidDescriptor, 400, map[string]any{"connection": map[string]any{"profiles": []string{"xagent.im.v2"}}, "target": good["target"]}},
+		{"no adapter", "c1", profile.CodeInvalidDescriptor, 400, map[string]any{"connection": good["connection"], "target": map[string]any{"config": map[string]any{}}}},
 	}
 	for _, tt := range tests {
 		status, v := put(tt.id, tt.body)
@@ -151,6 +153,24 @@ func TestChannels_PutGetDeleteAndErrors(t *testing.T) {
 	}
 	if status, b, _ := e.node.Do(http.MethodGet, "/v1/channels/cch_api", nil); status != 404 || jsonOf(t, b)["code"] != profile.CodeChannelNotOpen {
 		t.Fatalf("GET after delete: %d %s", status, b)
+	}
+	// A channel id in a URL that cannot be one is 400 invalid_channel_id on every route.
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/channels/a%20b"}, {http.MethodDelete, "/v1/channels/a%20b"},
+		{http.MethodGet, "/v1/channels/" + strings.Repeat("x", 129)},
+	} {
+		if status, b, _ := e.node.Do(r.method, r.path, nil); status != 400 || jsonOf(t, b)["code"] != profile.CodeInvalidChannelID {
+			t.Fatalf("%s %s: %d %s, want 400 invalid_channel_id", r.method, r.path, status, b)
+		}
+	}
+	resp, err := http.Post("http://"+e.node.Addr+"/v1/targets/webhook/a%20b/messages", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || jsonOf(t, b)["code"] != profile.CodeInvalidChannelID {
+		t.Fatalf("inbound route with a bad id: %d %s, want 400 invalid_channel_id", resp.StatusCode, b)
 	}
 }
 

@@ -218,6 +218,9 @@ func TestSend_PendingPastMaxAgeExpiresVisibly(t *testing.T) {
 	if !metric(t, e.node, `ximd_outbound_failures_total{code="expired"} 1`) {
 		t.Fatal("expiry not counted")
 	}
+	if info, ok := profile.Lookup("expired"); !ok || info.Retryable {
+		t.Fatalf("code expired is not in the error table (docs/errors.md): %+v %v", info, ok)
+	}
 }
 
 // P-ACK-5: rejected retryable=true is sent again (same message_id) and can then be accepted.

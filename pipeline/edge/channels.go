@@ -49,8 +49,8 @@ func NewChannelsAPI(reg *channels.Registry, adapters *target.Registry, state Cha
 	return &ChannelsAPI{reg: reg, adapters: adapters, state: state, logger: logger}
 }
 
-// SupportedProfiles are the Card's supports.profiles (P-DECL-2).
-var SupportedProfiles = []string{profile.IM}
+// invalidID is the answer to a channel id in a URL that cannot be one (edge-api §4).
+var invalidID = profile.Errorf(profile.CodeInvalidChannelID, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$")
 
 func (a *ChannelsAPI) register(mux *http.ServeMux, auth func(http.Handler) http.Handler) {
 	mux.Handle("GET /v1/channels", auth(http.HandlerFunc(a.list)))
@@ -82,7 +82,7 @@ type targetView struct {
 func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !profile.ValidChannelID(id) {
-		WriteError(w, profile.Errorf(profile.CodeInvalidChannelID, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$"))
+		WriteError(w, invalidID)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
@@ -105,6 +105,14 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection and target are required"))
 		return
 	}
+	if d.Connection.TargetType == "" {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection.target_type is required"))
+		return
+	}
+	if d.Target.Adapter == "" {
+		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "target.adapter is required"))
+		return
+	}
 	if d.Connection.TargetType != "im" {
 		WriteError(w, profile.Errorf(profile.CodeTargetTypeNotSupported, "connection.target_type %q: only \"im\" is supported", d.Connection.TargetType))
 		return
@@ -114,7 +122,7 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, p := range d.Connection.Profiles {
-		if !slices.Contains(SupportedProfiles, p) {
+		if !slices.Contains(cardProfiles(), p) {
 			WriteError(w, profile.Errorf(profile.CodeProfileNotSupported, "connection.profiles: %q is not in the Card", p))
 			return
 		}
@@ -148,7 +156,11 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 
 func (a *ChannelsAPI) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	ch, ok, err := a.lookup(r.Context(), id)
+	if !profile.ValidChannelID(id) {
+		WriteError(w, invalidID)
+		return
+	}
+	ch, ok, err := a.reg.Lookup(r.Context(), id)
 	if err != nil {
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel registry unavailable"))
 		return
@@ -192,7 +204,7 @@ func (a *ChannelsAPI) list(w http.ResponseWriter, _ *http.Request) {
 func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !profile.ValidChannelID(id) {
-		WriteError(w, profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open", id))
+		WriteError(w, invalidID)
 		return
 	}
 	ok, err := a.reg.Delete(r.Context(), id)
@@ -209,13 +221,6 @@ func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	a.logger.Info("channel_deleted", "channel", id)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (a *ChannelsAPI) lookup(ctx context.Context, id string) (target.Channel, bool, error) {
-	if !profile.ValidChannelID(id) {
-		return target.Channel{}, false, nil
-	}
-	return a.reg.Lookup(ctx, id)
 }
 
 // view is the API representation: never a secret (edge-api §2).

@@ -102,10 +102,10 @@ func (in *Inbound) post(w http.ResponseWriter, r *http.Request) {
 // accept runs the route and writes the 202; a returned error is answered with its code.
 func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 	channel := r.PathValue("channel")
-	notOpen := profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open for webhook input", channel)
 	if !profile.ValidChannelID(channel) {
-		return notOpen
+		return invalidID
 	}
+	notOpen := profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open for webhook input", channel)
 	ch, ok, err := in.reg.Lookup(r.Context(), channel)
 	if err != nil {
 		return profile.Errorf(profile.CodeUnavailable, "channel registry unavailable")

@@ -25,6 +25,19 @@ import (
 //go:embed card.json
 var cardJSON []byte
 
+// cardProfiles are the Card's supports.profiles (P-DECL-2): a Descriptor may declare only these.
+var cardProfiles = sync.OnceValue(func() []string {
+	var card struct {
+		Supports struct {
+			Profiles []string `json:"profiles"`
+		} `json:"supports"`
+	}
+	if err := json.Unmarshal(cardJSON, &card); err != nil || len(card.Supports.Profiles) == 0 {
+		panic("edge: card.json has no supports.profiles")
+	}
+	return card.Supports.Profiles
+})
+
 // Config configures the edge.
 type Config struct {
 	// Token is XIM_AGENT_TOKEN; compared in constant time, never logged.
