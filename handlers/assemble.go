@@ -204,26 +204,26 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	if e, ok := b.Target.(target.Editor); ok {
 		buf.edit = e
 	}
-	if d.Sequence != 1 {
-		// Either a real gap, or the message began before this worker held it (restart, eviction,
-		// rebalance) or already completed: its record tells.
-		rec, rev, err := a.records.Get(ctx, kv)
-		if err != nil {
-			return nil, nil, err
-		}
-		switch {
-		case rev != 0 && rec.State == StateDisplaying:
-			buf.lost = true
-		case rev != 0:
-			a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
-			return nil, nil, nil
-		default:
-			buf.broken = true
-			buf.next = 0
-			a.insert(buf)
-			a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
-			return nil, profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence 1, got %d", d.Sequence), nil
-		}
+	// The message may have begun before this worker held it (restart, eviction, rebalance) or
+	// be complete already (its final delivered by another worker, or forgotten here): its record
+	// tells. One read per message this worker sees begin.
+	rec, rev, err := a.records.Get(ctx, kv)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case rev != 0 && rec.State != StateDisplaying:
+		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+		return nil, nil, nil
+	case d.Sequence == 1:
+	case rev != 0:
+		buf.lost = true
+	default:
+		buf.broken = true
+		buf.next = 0
+		a.insert(buf)
+		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		return nil, profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence 1, got %d", d.Sequence), nil
 	}
 	a.insert(buf)
 	return buf, nil, nil

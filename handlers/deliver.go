@@ -227,6 +227,11 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 		if !errors.As(terr, &pe) {
 			pe = profile.Errorf(profile.CodeTargetUnavailable, "%v", terr)
 		}
+		// Refused for good: every later arrival gets the same rejection, without a call.
+		if !pe.Retryable && d.records.Refuse(ctx, key, intent, rev, pe) == nil {
+			d.calls.forget(key)
+			return profile.Rejected(msg.MessageID, pe), nil
+		}
 		// The webhook contract passes idempotency_key, so a later attempt of the same message
 		// cannot create a second copy on a target that honours it: release the intent.
 		if rerr := release(); rerr != nil {
@@ -292,6 +297,8 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		}
 		d.logger.Warn("final_outcome_unknown", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver")
 		fallthrough
+	case StateRejected:
+		return profile.Rejected(msg.MessageID, cur.rejection()), nil
 	default: // StateUnknown
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeDeliveryOutcomeUnknown, "an earlier delivery of message %s was interrupted; it is not sent again", msg.MessageID)), nil
 	}

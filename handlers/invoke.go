@@ -178,6 +178,10 @@ func (d *Deliverer) invokeSend(ctx context.Context, job invocation, intent Recor
 		if !errors.As(terr, &pe) {
 			pe = profile.Errorf(profile.CodeTargetUnavailable, "%v", terr)
 		}
+		if !pe.Retryable && d.records.Refuse(ctx, job.key, intent, rev, pe) == nil {
+			d.calls.forget(job.key)
+			return nil, pe, nil // every later run of the invocation gets the same error
+		}
 		release()
 		return nil, pe, nil
 	}
@@ -198,6 +202,8 @@ func (d *Deliverer) invokedBefore(ctx context.Context, job invocation, cur Recor
 	switch cur.State {
 	case StateDone:
 		return &toolOutput{TargetMessageID: cur.TargetMessageID, Reply: cur.Reply}, nil, nil
+	case StateRejected:
+		return nil, cur.rejection(), nil
 	case StateDelivering:
 		if rec, ok := d.calls.shownRecord(job.key); ok && cur.Worker == d.cfg.Worker {
 			if err := d.calls.saveDone(ctx, d, job.key); err != nil {

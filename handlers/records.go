@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -29,6 +31,10 @@ const (
 	// StateUnknown is a final whose outcome could not be known after a crash: answered
 	// delivery_outcome_unknown and never sent again.
 	StateUnknown = "unknown"
+	// StateRejected is a final (or tool invocation) the target refused for good (a rejection
+	// with retryable false): every later arrival gets the same rejection, and the target is not
+	// called again. Code and Message hold it.
+	StateRejected = "rejected"
 )
 
 // Record is one message's entry in BucketMessages.
@@ -53,6 +59,23 @@ type Record struct {
 	// shown under an id nobody knows, so the final is settled by the target or stays in doubt;
 	// even the process holding the intent never sends it as a new message.
 	DisplayUnknown bool `json:"display_unknown,omitempty"`
+	// Code and Message are a StateRejected record's rejection.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Refuse records a final (or tool invocation) the target refused for good over its intent at
+// rev; the returned error leaves the intent as it was.
+func (r *Records) Refuse(ctx context.Context, key string, intent Record, rev uint64, pe *profile.Error) error {
+	rec := intent
+	rec.State, rec.Code, rec.Message, rec.At, rec.Until = StateRejected, pe.Code, pe.Message, time.Now().UnixMilli(), 0
+	_, err := r.Update(ctx, key, rec, rev)
+	return err
+}
+
+// rejection is a StateRejected record's rejection.
+func (rec Record) rejection() *profile.Error {
+	return profile.Errorf(rec.Code, "%s", rec.Message)
 }
 
 // Records keeps the stages' per-message records in one KV bucket, so a final needs one write to

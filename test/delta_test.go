@@ -120,6 +120,25 @@ func TestDelta_AfterCompletedIgnoredSilently(t *testing.T) {
 	}
 }
 
+// A delta of a message whose final a worker delivered and then forgot (a restart) is ignored:
+// its record is done, so no buffer opens and no gap is reported.
+func TestDelta_AfterCompletedAndForgottenIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none"})
+	_, ack := e.final(msg("a6", "done"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	e.restart()
+	e.send(profile.TypeDelta, delta("a6", 1, "late"))
+	e.send(profile.TypeDelta, delta("a6", 3, "later"))
+	_, ack = e.final(msg("a7", "a fence: every delta before it is handled"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	e.quiet(300 * time.Millisecond)
+	_, b, _ := e.node.Do(http.MethodGet, "/v1/channels/"+e.channel, nil)
+	if st := jsonOf(t, b)["stats"].(map[string]any); st["open_delta_buffers"] != 0.0 {
+		t.Fatalf("a completed message got a delta buffer: stats %v", st)
+	}
+}
+
 // §7.1 streaming none, conformance 5: nothing before the final, then one POST final=true.
 func TestDelta_StreamingNoneSendsOnlyTheFinal(t *testing.T) {
 	t.Parallel()

@@ -106,6 +106,31 @@ func TestFinal_RetransmissionInFlightAnsweredAfterFirst(t *testing.T) {
 	}
 }
 
+// edge-api §5.1: a retransmission queued behind an attempt the target refused for good gets that
+// same outcome, and so does every later one; the target is called once.
+func TestFinal_RetransmissionBehindARefusalGetsTheSameRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "none"})
+	release := make(chan struct{})
+	e.target.SetAnswer(func(testkit.Call) int { <-release; return 400 })
+	p1 := e.send(profile.TypeMessage, msg("m_no", "x"))
+	e.waitCalls("first call", func(c []testkit.Call) bool { return len(c) == 1 })
+	p2 := e.send(profile.TypeMessage, msg("m_no", "x"))
+	close(release)
+	for _, pid := range []string{p1, p2} {
+		wantAck(t, e.ackOf(pid), profile.AckRejected, profile.CodeTargetDeliveryFailed)
+	}
+	e.target.SetAnswer(nil) // the target would take it now: the refusal still stands
+	_, ack := e.final(msg("m_no", "x"))
+	wantAck(t, ack, profile.AckRejected, profile.CodeTargetDeliveryFailed)
+	if retryable(ack) {
+		t.Fatal("a refusal for good answered retryable")
+	}
+	if n := len(e.target.MessageCalls()); n != 1 {
+		t.Fatalf("target called %d times, want once: %s", n, dump(e.target.MessageCalls()))
+	}
+}
+
 // edge-api §5.1, P-STATE-6: same message_id with different text or files is
 // message_id_conflict, retryable false, target untouched.
 func TestFinal_SameIDDifferentContentIsConflict(t *testing.T) {
