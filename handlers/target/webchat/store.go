@@ -42,6 +42,9 @@ type Item struct {
 	Files []File `json:"files,omitempty"`
 	// Final is true once the message's final content is applied.
 	Final bool `json:"final,omitempty"`
+	// ReplyTo is the id of the message this one replies to (im.reply_message): the page quotes
+	// it above the text.
+	ReplyTo string `json:"reply_to,omitempty"`
 	// ClientID is the page's id of a user message (so the page matches its own bubble).
 	ClientID string `json:"client_id,omitempty"`
 	// Created is when the message was first shown, Unix ms (the page orders by it).

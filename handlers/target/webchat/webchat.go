@@ -116,7 +116,7 @@ func (t *Target) Send(ctx context.Context, m target.Message) (string, error) {
 	}
 	id := AssistantItemID(key)
 	now := t.a.now().UnixMilli()
-	it := Item{Kind: KindMessage, ID: id, Role: RoleAssistant, Text: m.Text, Files: filesOf(m.Files), Final: m.Final, Created: now, Updated: now}
+	it := Item{Kind: KindMessage, ID: id, Role: RoleAssistant, Text: m.Text, Files: filesOf(m.Files), Final: m.Final, ReplyTo: m.ReplyTo, Created: now, Updated: now}
 	created, err := t.a.store.Put(ctx, t.channel, id, it, true)
 	if err != nil {
 		return "", unavailable("send", err)

@@ -107,6 +107,17 @@ func TestSendIsIdempotentOnKey(t *testing.T) {
 	if err != nil || other == id {
 		t.Fatalf("Send m2 = %q, %v: want a new id", other, err)
 	}
+	// A reply (capability reply native): the page quotes the message it replies to.
+	reply, err := tg.Send(ctx, target.Message{Text: "yes", Final: true, IdempotencyKey: "room:tool:inv_1", ReplyTo: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := item(t, js, "room", reply); it.ReplyTo != id {
+		t.Fatalf("reply item %+v: want reply_to %s", it, id)
+	}
+	if tg.Capabilities().Reply != target.ReplyNative {
+		t.Fatalf("capabilities %+v: want reply native", tg.Capabilities())
+	}
 }
 
 func TestLookupReconciles(t *testing.T) {

@@ -156,11 +156,26 @@
     el.dataset.id = it.id;
     el.classList.remove('pending');
     el.querySelector('.text').textContent = it.text || '';
+    quote(el, it.reply_to);
     const streaming = it.role !== 'user' && !it.final;
     el.classList.toggle('streaming', streaming);
     el.classList.toggle('final', !!it.final);
     renderFiles(el, it.files || []);
     follow();
+  }
+
+  // quote shows, above a reply, the start of the message it replies to.
+  function quote(el, replyTo) {
+    let q = el.querySelector('.quote');
+    if (!replyTo) { if (q) q.remove(); return; }
+    if (!q) {
+      q = document.createElement('span');
+      q.className = 'quote';
+      el.prepend(q);
+    }
+    const orig = bubbles.get(replyTo);
+    const text = orig ? orig.el.querySelector('.text').textContent : '';
+    q.textContent = '↩ ' + (text ? (text.length > 80 ? text.slice(0, 80) + '…' : text) : 'an earlier message');
   }
 
   function renderFiles(el, files) {
