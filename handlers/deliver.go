@@ -261,6 +261,8 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", msg.MessageID)), nil
 	}
 	switch cur.State {
+	case StateRejected:
+		return profile.Rejected(msg.MessageID, cur.rejection()), nil
 	case StateDone:
 		d.done.put(bufKey{b.Channel, msg.MessageID}, cur)
 		return answerDone(cur, in.PacketID, at.Seq, msg.MessageID, digest), nil
@@ -297,8 +299,6 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 		}
 		d.logger.Warn("final_outcome_unknown", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver")
 		fallthrough
-	case StateRejected:
-		return profile.Rejected(msg.MessageID, cur.rejection()), nil
 	default: // StateUnknown
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeDeliveryOutcomeUnknown, "an earlier delivery of message %s was interrupted; it is not sent again", msg.MessageID)), nil
 	}
