@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,6 +70,9 @@ type Report struct {
 	AckP50, AckP99         time.Duration
 	DisplayP50, DisplayP99 time.Duration
 	Deltas, Finals         int
+	// DisplayCallsPerDelta is the target's display calls (create and edits before the final)
+	// per delta of the max-rate delta phase: how much the node coalesced.
+	DisplayCallsPerDelta float64
 }
 
 func (r Report) String() string {
@@ -78,6 +82,7 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "finals end to end             %10.0f /s   ratio %.3f (target >= 0.10)\n", r.FinalsPerSec, r.FinalRatio)
 	fmt.Fprintf(&b, "ack latency at half load      p50 %-9s p99 %-9s (target p99 <= 25ms)\n", round(r.AckP50), round(r.AckP99))
 	fmt.Fprintf(&b, "delta display at half load    p50 %-9s p99 %-9s (target p99 <= 10ms)\n", round(r.DisplayP50), round(r.DisplayP99))
+	fmt.Fprintf(&b, "display calls per delta       %10.2f      (at max rate; fewer: more coalesced)\n", r.DisplayCallsPerDelta)
 	return b.String()
 }
 
@@ -121,11 +126,13 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	r.agent = agent
 
 	r.phase = PhaseDeltasMax
+	calls0 := r.displayCalls.Load()
 	n, d, err := r.deltas(ctx, 0, cfg.Messages)
 	if err != nil {
 		return rep, err
 	}
 	rep.DeltasPerSec = float64(n) / d.Seconds()
+	rep.DisplayCallsPerDelta = float64(r.displayCalls.Load()-calls0) / float64(max(n, 1))
 	r.progress("deltas: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.DeltasPerSec)
 	r.phase = PhaseFinalsMax
 	n, d, _, err = r.finals(ctx, cfg.Finals, 0)
@@ -178,6 +185,7 @@ type runner struct {
 	allShown   chan struct{}
 
 	sentDeltas, sentFinals int
+	displayCalls           atomic.Int64 // display calls (not final) the target answered
 }
 
 type msgTrack struct {
@@ -218,6 +226,7 @@ func (r *runner) onCall(c testkit.Call) {
 	if c.Key == "" || c.Path == "/activity" || c.Final() {
 		return
 	}
+	r.displayCalls.Add(1)
 	now := c.At
 	l := len(c.Text())
 	r.mu.Lock()
