@@ -26,6 +26,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.FailRate, "fail-rate", 0, "probability (0..1) of refusing a new user message: rejected, internal_error, retryable")
 	fs.Float64Var(&cfg.NoAckRate, "no-ack-rate", 0, "probability (0..1) of answering a new user message without acking it (a lost ack)")
 	fs.BoolVar(&cfg.EchoFiles, "echo-files", false, "send the user's files back with the answer (fetched from ximd, uploaded again)")
+	fs.BoolVar(&cfg.FileTool, "file-tool", false, "answer a message that asks for a file with one sent by the im.send_file tool (tool.invoke)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ximctl agent [flags]
 

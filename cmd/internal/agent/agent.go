@@ -74,6 +74,10 @@ type Config struct {
 	// (POST /files/uploads), and the final carries the new file_refs (profile P-MSG-7).
 	// Otherwise they are only named in the text.
 	EchoFiles bool
+	// FileTool: a user message that asks for a file (its text says "file") is answered, before
+	// the text, with a small text file sent by the im.send_file tool (tool.invoke, edge-api §8):
+	// uploaded first (POST /files/uploads), then invoked with its file_ref.
+	FileTool bool
 }
 
 // Validate reports every configuration error at once.
@@ -289,6 +293,9 @@ func (r *Runner) answer(ctx context.Context, channel string, msg profile.Message
 		return
 	}
 	r.sendBestEffort(ctx, channel, profile.TypeActivity, profile.Activity{Status: profile.ActivityIdle})
+	if r.cfg.FileTool && asksForFile(msg.Text) {
+		r.sendFile(ctx, channel, msg)
+	}
 	text := r.cfg.render(msg, echoed, echoErr)
 	for i, c := range chunks(text, r.cfg.Chunk) {
 		if i > 0 && !sleepCtx(ctx, r.cfg.Delay) {

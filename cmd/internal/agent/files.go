@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"strings"
 
+	"github.com/ximd/ximd/pipeline/xagent"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -59,11 +60,15 @@ func (r *Runner) echoOne(ctx context.Context, channel string, f profile.File) (p
 	if len(data) > maxEchoBytes {
 		return profile.File{}, fmt.Errorf("download: larger than %d bytes", maxEchoBytes)
 	}
-	mime := f.MimeType
-	if mime == "" {
-		mime = resp.Header.Get("Content-Type")
+	if f.MimeType == "" {
+		f.MimeType = resp.Header.Get("Content-Type")
 	}
+	return r.upload(ctx, channel, f, data)
+}
 
+// upload stores data as a file of the channel (POST /files/uploads) named and typed as f says.
+func (r *Runner) upload(ctx context.Context, channel string, f profile.File, data []byte) (profile.File, error) {
+	mime := f.MimeType
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	_ = mw.WriteField("connector_channel_id", channel)
@@ -108,4 +113,26 @@ func (r *Runner) echoOne(ctx context.Context, channel string, f profile.File) (p
 		return profile.File{}, fmt.Errorf("upload answer: %w", err)
 	}
 	return profile.File{Type: meta.Type, FileRef: meta.FileRef, Filename: meta.Filename, MimeType: meta.MimeType, ByteSize: meta.ByteSize}, nil
+}
+
+// asksForFile reports whether a user message asks for a file.
+func asksForFile(text string) bool { return strings.Contains(strings.ToLower(text), "file") }
+
+// sendFile uploads a small text file to the channel and sends it with the im.send_file tool;
+// its tool.result is printed with every packet received.
+func (r *Runner) sendFile(ctx context.Context, channel string, msg profile.Message) {
+	fctx, cancel := context.WithTimeout(ctx, fileTimeout)
+	defer cancel()
+	body := fmt.Sprintf("A file from the ximd demo agent, sent with the im.send_file tool.\nYou asked: %q\n", msg.Text)
+	f, err := r.upload(fctx, channel, profile.File{Type: "file", Filename: "ximd-demo.txt", MimeType: "text/plain"}, []byte(body))
+	if err != nil {
+		if ctx.Err() == nil {
+			r.out.errorf("upload a file for im.send_file on %s: %v", channel, err)
+		}
+		return
+	}
+	r.sendBestEffort(ctx, channel, profile.TypeToolInvoke, map[string]any{
+		"invocation_id": xagent.NewID("inv"), "tool": profile.ToolSendFile,
+		"arguments": map[string]any{"files": []map[string]string{{"file_ref": f.FileRef}}, "text": "Here is a file, as you asked."},
+	})
 }

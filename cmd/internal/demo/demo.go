@@ -22,12 +22,13 @@ const Channel = "demo"
 const Reply = `You said: "{text}". I am the ximd demo agent: this answer travelled as chat.message.delta packets over ximd's /v1/ws edge, through JetStream, into this page, which edits one bubble in place until the final chat.message replaces it.`
 
 // AgentConfig is the demo agent's configuration against ximd at addr: thinking, then
-// web_search, then idle, the answer streamed word by word, files echoed back.
+// web_search, then idle, the answer streamed word by word, files echoed back, and a file sent
+// with the im.send_file tool when the message asks for one.
 func AgentConfig(addr, token string) agent.Config {
 	return agent.Config{
 		Name: "ximd demo agent", Addr: addr, Token: token, Reply: Reply,
 		Chunk: 1, Delay: 90 * time.Millisecond, Think: 700 * time.Millisecond, Tool: true,
-		AckTimeout: 10 * time.Second, Retries: 5, RetryBackoff: time.Second, EchoFiles: true,
+		AckTimeout: 10 * time.Second, Retries: 5, RetryBackoff: time.Second, EchoFiles: true, FileTool: true,
 	}
 }
 
