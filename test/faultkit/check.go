@@ -18,6 +18,7 @@ type Result struct {
 	Faults     int // faults injected (kills, SIGTERMs, NATS node stops)
 	Packets    int64
 	Finals     int
+	Tools      int // of Finals: IM tool invocations (im.send_message)
 	UserMsgs   int
 	Reconnects int64
 	Elapsed    time.Duration
@@ -63,10 +64,10 @@ func (r *Result) Failed() bool {
 
 // Summary is the one machine-greppable line the fault tests print.
 func (r *Result) Summary() string {
-	return fmt.Sprintf("fault summary: test=%s cycles=%d faults_injected=%d packets=%d finals=%d user_messages=%d reconnects=%d "+
+	return fmt.Sprintf("fault summary: test=%s cycles=%d faults_injected=%d packets=%d finals=%d tools=%d user_messages=%d reconnects=%d "+
 		"duplicates=%d losses=%d outcome_unknown=%d unknown_undelivered=%d lookups=%d repeated_final_edits=%d user_lost=%d stuck_typing=%d "+
 		"display_regressions=%d bad_calls=%d rss_peak_mib=%.1f elapsed=%s",
-		r.Test, r.Cycles, r.Faults, r.Packets, r.Finals, r.UserMsgs, r.Reconnects,
+		r.Test, r.Cycles, r.Faults, r.Packets, r.Finals, r.Tools, r.UserMsgs, r.Reconnects,
 		r.Duplicates, r.Losses, r.OutcomeUnknown, r.UnknownUndelivered, r.Lookups, r.RepeatedFinalEdits, r.UserLost, r.StuckTyping,
 		r.DisplayRegressions, r.BadCalls, float64(r.RSSPeakKiB)/1024, r.Elapsed.Round(time.Second))
 }
@@ -77,6 +78,11 @@ func Check(r *Result, calls []testkit.Call, d *Driver, p *Platform, channels []C
 	r.Reconnects = d.Reconnects()
 	finals := d.Finals()
 	r.Finals = len(finals)
+	for _, f := range finals {
+		if f.Tool {
+			r.Tools++
+		}
+	}
 
 	byKey := map[string][]testkit.Call{}
 	activity := map[string][]string{}

@@ -57,12 +57,15 @@ type Ack struct {
 	Retryable bool
 }
 
-// Final is one message the driver sends: activity, deltas, then the final until a terminal ack.
+// Final is one message the driver sends: activity, deltas, then the final until a terminal ack;
+// or, with Tool, an im.send_message tool.invoke (invocation_id MessageID) until a terminal
+// tool.result (ok, or an error that is not retryable).
 type Final struct {
 	Channel   string
 	MessageID string
 	Text      string
 	Deltas    []string
+	Tool      bool
 
 	mu       sync.Mutex
 	packets  []string // packet_ids of the final's transmissions
@@ -71,8 +74,14 @@ type Final struct {
 	retryAt  time.Time
 }
 
-// Key is the message's idempotency key at the target: <channel>:<message_id>.
-func (f *Final) Key() string { return f.Channel + ":" + f.MessageID }
+// Key is the message's idempotency key at the target: <channel>:<message_id>, or
+// <channel>:tool:<invocation_id> for a tool's message.
+func (f *Final) Key() string {
+	if f.Tool {
+		return f.Channel + ":tool:" + f.MessageID
+	}
+	return f.Channel + ":" + f.MessageID
+}
 
 // Outcome returns the terminal ack (nil while pending), every ack, and the transmissions.
 func (f *Final) Outcome() (*Ack, []Ack, int) {
@@ -294,6 +303,8 @@ func (d *Driver) readLoop(ctx context.Context, ws *websocket.Conn) {
 		switch env.Type {
 		case profile.TypeAck:
 			d.onAck(env)
+		case profile.TypeToolResult:
+			d.onToolResult(env)
 		case profile.TypeError:
 			d.onError(env)
 		case profile.TypeMessage:
@@ -330,7 +341,41 @@ func (d *Driver) onAck(env profile.Envelope) {
 		d.strayf("ack of %s/%s replies to a packet of %s: %s", env.ChannelID, a.MessageID, f.Key(), env.Payload)
 		return
 	}
-	ack := Ack{PacketID: env.ReplyTo, Status: a.Status, Code: a.Code, Retryable: a.Retryable != nil && *a.Retryable}
+	d.settle(f, Ack{PacketID: env.ReplyTo, Status: a.Status, Code: a.Code, Retryable: a.Retryable != nil && *a.Retryable})
+}
+
+// onToolResult takes a tool.result as the ack of its invocation: ok is accepted, an error a
+// rejection with its code.
+func (d *Driver) onToolResult(env profile.Envelope) {
+	var r struct {
+		InvocationID string                `json:"invocation_id"`
+		OK           bool                  `json:"ok"`
+		Error        *profile.ErrorPayload `json:"error"`
+	}
+	if err := json.Unmarshal(env.Payload, &r); err != nil {
+		d.strayf("undecodable tool.result %s", env.Payload)
+		return
+	}
+	d.mu.Lock()
+	ref, ok := d.pkts[env.ReplyTo]
+	d.mu.Unlock()
+	if !ok || ref.final == nil || !ref.final.Tool || r.InvocationID != ref.final.MessageID || env.ChannelID != ref.final.Channel {
+		d.strayf("tool.result replying to unknown packet %s: %s", env.ReplyTo, env.Payload)
+		return
+	}
+	ack := Ack{PacketID: env.ReplyTo, Status: profile.AckAccepted}
+	if !r.OK {
+		ack.Status = profile.AckRejected
+		if r.Error != nil {
+			ack.Code, ack.Retryable = r.Error.Code, r.Error.Retryable
+		}
+	}
+	d.settle(ref.final, ack)
+}
+
+// settle records an answer of a final's transmission: terminal, or a retry after a back-off.
+func (d *Driver) settle(f *Final, ack Ack) {
+	a := ack
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, ack)
@@ -340,7 +385,7 @@ func (d *Driver) onAck(env profile.Envelope) {
 	switch {
 	case a.Status == profile.AckAccepted || a.Status == profile.AckDuplicate:
 		f.terminal = &ack
-	case a.Status == profile.AckRejected && !ack.Retryable:
+	case a.Status == profile.AckRejected && !a.Retryable:
 		f.terminal = &ack
 	default: // rejected, retryable: send again after a back-off (P-ACK-5)
 		f.retryAt = time.Now().Add(300 * time.Millisecond)
@@ -457,7 +502,15 @@ func (d *Driver) send(ctx context.Context, channel, typ string, payload any, f *
 func (d *Driver) channelLoop(ctx context.Context, ch Channel) {
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for i := 0; !d.stopping.Load() && ctx.Err() == nil; i++ {
-		f := &Final{Channel: ch.ID, MessageID: fmt.Sprintf("m%05d", i)}
+		f := &Final{Channel: ch.ID, MessageID: fmt.Sprintf("m%05d", i), Tool: i%5 == 4}
+		if f.Tool { // every fifth message is an IM tool's: invoked, never streamed
+			f.Text = fmt.Sprintf("%s-%s-tool-%x end.", ch.ID, f.MessageID, rng.Uint32())
+			d.mu.Lock()
+			d.finals = append(d.finals, f)
+			d.mu.Unlock()
+			d.deliver(ctx, f)
+			continue
+		}
 		for s := 0; s < d.cfg.Deltas; s++ {
 			f.Deltas = append(f.Deltas, fmt.Sprintf("%s-%s-d%d-%x ", ch.ID, f.MessageID, s+1, rng.Uint32()))
 		}
@@ -516,7 +569,10 @@ func (d *Driver) stream(ctx context.Context, ch Channel, f *Final, i int) error 
 
 // deliver sends the final until it has a terminal ack (or ctx ends).
 func (d *Driver) deliver(ctx context.Context, f *Final) {
-	payload := map[string]any{"message_id": f.MessageID, "text": f.Text}
+	typ, payload := profile.TypeMessage, map[string]any{"message_id": f.MessageID, "text": f.Text}
+	if f.Tool {
+		typ, payload = profile.TypeToolInvoke, map[string]any{"invocation_id": f.MessageID, "tool": profile.ToolSendMessage, "arguments": map[string]any{"text": f.Text}}
+	}
 	sentEpoch, sentAt := -1, time.Time{}
 	for ctx.Err() == nil {
 		f.mu.Lock()
@@ -530,7 +586,7 @@ func (d *Driver) deliver(ctx context.Context, f *Final) {
 			f.mu.Lock()
 			f.retryAt = time.Time{}
 			f.mu.Unlock()
-			ep, err := d.send(ctx, f.Channel, profile.TypeMessage, payload, f)
+			ep, err := d.send(ctx, f.Channel, typ, payload, f)
 			if err != nil {
 				return
 			}
