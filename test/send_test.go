@@ -29,9 +29,17 @@ func fastAcks(c *node.Config) {
 func (e *env) postUser(secret string, body map[string]any) (int, map[string]any) {
 	e.t.Helper()
 	raw, _ := json.Marshal(body)
+	return e.postUserSigned(raw, http.Header{webhook.SignatureHeader: {webhook.Sign([]byte(secret), raw)}})
+}
+
+// postUserSigned posts raw to the channel's inbound route with the given signature headers.
+func (e *env) postUserSigned(raw []byte, sig http.Header) (int, map[string]any) {
+	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+e.node.Addr+"/v1/targets/webhook/"+e.channel+"/messages", bytes.NewReader(raw))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Xim-Signature", webhook.Sign([]byte(secret), raw))
+	for k, v := range sig {
+		req.Header[k] = v
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -415,5 +423,38 @@ func TestSend_DisallowedHostOrOversizedFileIs422NothingSent(t *testing.T) {
 	e.quiet(700 * time.Millisecond)
 	if e.pending() != 0 {
 		t.Fatal("a message is pending")
+	}
+}
+
+// edge-api §7.1: user input signed with V2 is accepted within 5 minutes of ximd's clock; the same
+// body and signature replayed later is refused 401, and a channel configured "signature": "v2"
+// refuses V1 alone, so an old body cannot be replayed there at all.
+func TestSend_ReplayedSignatureRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	raw, _ := json.Marshal(map[string]any{"target_message_id": "t-v2", "text": "signed with a time"})
+	v2 := func(at time.Time) http.Header {
+		ts, sig := webhook.SignV2([]byte(e.target.Secret), raw, at)
+		return http.Header{webhook.TimestampHeader: {ts}, webhook.SignatureV2Header: {sig}}
+	}
+	if status, body := e.postUserSigned(raw, v2(time.Now())); status != http.StatusAccepted {
+		t.Fatalf("fresh V2: %d %v", status, body)
+	}
+	replay := v2(time.Now().Add(-6 * time.Minute))
+	replay.Set(webhook.SignatureHeader, webhook.Sign([]byte(e.target.Secret), raw)) // V1 still valid
+	if status, body := e.postUserSigned(raw, replay); status != http.StatusUnauthorized {
+		t.Fatalf("V2 six minutes old: %d %v, want 401", status, body)
+	}
+	cfg := e.target.Config("edit", "typing")
+	cfg["signature"] = "v2"
+	if err := e.node.OpenChannel(e.channel+"_v2", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.channel += "_v2"
+	if status, body := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-v1", "text": "old style"}); status != http.StatusUnauthorized {
+		t.Fatalf("V1 alone on a v2 channel: %d %v, want 401", status, body)
+	}
+	if status, body := e.postUserSigned(raw, v2(time.Now())); status != http.StatusAccepted {
+		t.Fatalf("V2 on a v2 channel: %d %v", status, body)
 	}
 }

@@ -121,8 +121,8 @@ func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !cfg.Verify(body, r.Header.Get(webhook.SignatureHeader)) {
-		return profile.Errorf(profile.CodeUnauthorized, "missing or wrong %s", webhook.SignatureHeader)
+	if !cfg.Verify(body, r.Header, time.Now()) {
+		return profile.Errorf(profile.CodeUnauthorized, "missing or wrong signature (%s, or %s with %s within %s)", webhook.SignatureHeader, webhook.SignatureV2Header, webhook.TimestampHeader, webhook.MaxSkew)
 	}
 	var um wireUserMessage
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -14,7 +14,8 @@ import (
 	"github.com/ximd/ximd/handlers/target/webhook"
 )
 
-// Call is one request the webhook target received.
+// Call is one request the webhook target received. SignatureOK: both its X-Xim-Signature and
+// its X-Xim-Signature-V2 (with a timestamp within 5 minutes) verify.
 type Call struct {
 	Method, Path string
 	Body         map[string]any
@@ -141,7 +142,8 @@ func (t *Target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := io.ReadAll(r.Body)
 	c := Call{Method: r.Method, Path: strings.TrimPrefix(r.URL.Path, "/hook"), Raw: raw, At: time.Now(),
-		SignatureOK: webhook.Verify([]byte(t.Secret), raw, r.Header.Get("X-Xim-Signature"))}
+		SignatureOK: webhook.Verify([]byte(t.Secret), raw, r.Header.Get(webhook.SignatureHeader)) &&
+			webhook.VerifyV2([]byte(t.Secret), raw, r.Header.Get(webhook.TimestampHeader), r.Header.Get(webhook.SignatureV2Header), time.Now())}
 	_ = json.Unmarshal(raw, &c.Body)
 	var newID string
 	if r.Method == http.MethodPost && c.Path == "/messages" {

@@ -45,7 +45,16 @@ type config struct {
 	dedupe bool
 	// lookup: the target answers GET {url}/messages?idempotency_key=K (config "lookup").
 	lookup bool
+	// signature is what user input must carry (config "signature"): SignatureV1 (V1 or V2)
+	// or SignatureV2 (V2 only: replays of old bodies are refused).
+	signature string
 }
+
+// Values of config "signature".
+const (
+	SignatureV1 = "v1"
+	SignatureV2 = "v2"
+)
 
 // publicConfig is the config as the channels API shows it: defaults filled
 // in, no secret.
@@ -58,6 +67,7 @@ type publicConfig struct {
 	FileHosts []string `json:"file_hosts,omitempty"`
 	Dedupe    bool     `json:"dedupe"`
 	Lookup    bool     `json:"lookup"`
+	Signature string   `json:"signature"`
 }
 
 // parseConfig decodes and validates a webhook config. Every error is a
@@ -74,7 +84,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	var unknown []string
 	for k := range fields {
 		switch k {
-		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe", "lookup":
+		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe", "lookup", "signature":
 		default:
 			unknown = append(unknown, k)
 		}
@@ -84,7 +94,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		return nil, invalid(fieldPrefix+unknown[0], "unknown field")
 	}
 
-	c := &config{streaming: DefaultStreaming, activity: DefaultActivity, timeout: DefaultTimeout}
+	c := &config{streaming: DefaultStreaming, activity: DefaultActivity, timeout: DefaultTimeout, signature: SignatureV1}
 
 	rawURL, err := stringField(fields, "url", true)
 	if err != nil {
@@ -121,6 +131,14 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		default:
 			return nil, invalid(fieldPrefix+"activity", `must be "status", "typing" or "none"`)
 		}
+	}
+	if s, err := stringField(fields, "signature", false); err != nil {
+		return nil, err
+	} else if s != "" {
+		if s != SignatureV1 && s != SignatureV2 {
+			return nil, invalid(fieldPrefix+"signature", `must be "v1" or "v2"`)
+		}
+		c.signature = s
 	}
 	if s, err := stringField(fields, "timeout", false); err != nil {
 		return nil, err
@@ -209,6 +227,7 @@ func (c *config) public() publicConfig {
 		FileHosts: c.fileHosts,
 		Dedupe:    c.dedupe,
 		Lookup:    c.lookup,
+		Signature: c.signature,
 	}
 }
 

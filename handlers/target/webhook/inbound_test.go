@@ -2,8 +2,10 @@ package webhook_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/profile"
@@ -42,9 +44,63 @@ func TestWebhook_InboundOf(t *testing.T) {
 				t.Fatalf("hosts %v, want %v", in.FileHosts, tt.wantHosts)
 			}
 			body := []byte(`{"target_message_id":"1"}`)
-			if !in.Verify(body, webhook.Sign([]byte("s"), body)) || in.Verify(body, webhook.Sign([]byte("t"), body)) {
+			v1 := func(secret string) http.Header {
+				return http.Header{webhook.SignatureHeader: {webhook.Sign([]byte(secret), body)}}
+			}
+			if !in.Verify(body, v1("s"), time.Now()) || in.Verify(body, v1("t"), time.Now()) {
 				t.Fatal("Verify does not use the channel's secret")
 			}
 		})
+	}
+}
+
+// edge-api §7.1: a V2 signature (X-Xim-Timestamp, X-Xim-Signature-V2 over "<timestamp>.<body>")
+// is checked when present, and refused outside 5 minutes of ximd's clock, whatever V1 says; a
+// channel configured "signature": "v2" refuses V1 alone, so an old body cannot be replayed.
+func TestWebhook_InboundSignatureV2(t *testing.T) {
+	a := webhook.New(webhook.Options{})
+	body := []byte(`{"target_message_id":"1","text":"hi"}`)
+	now := time.Now()
+	signed := func(secret string, at time.Time, v1 bool) http.Header {
+		h := http.Header{}
+		ts, sig := webhook.SignV2([]byte(secret), body, at)
+		h.Set(webhook.TimestampHeader, ts)
+		h.Set(webhook.SignatureV2Header, sig)
+		if v1 {
+			h.Set(webhook.SignatureHeader, webhook.Sign([]byte(secret), body))
+		}
+		return h
+	}
+	v1only := http.Header{webhook.SignatureHeader: {webhook.Sign([]byte("s"), body)}}
+	for _, tc := range []struct {
+		name, signature string
+		h               http.Header
+		want            bool
+	}{
+		{"v2 now", "", signed("s", now, false), true},
+		{"v2 four minutes old", "", signed("s", now.Add(-4*time.Minute), false), true},
+		{"v2 replayed after six minutes, v1 still valid", "", signed("s", now.Add(-6*time.Minute), true), false},
+		{"v2 from the future", "", signed("s", now.Add(6*time.Minute), false), false},
+		{"v2 wrong secret", "", signed("t", now, false), false},
+		{"v1 alone on a v1 channel", "", v1only, true},
+		{"v1 alone on a v2 channel", "v2", v1only, false},
+		{"v2 on a v2 channel", "v2", signed("s", now, false), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := `{"url":"http://x/h","chat_id":"c","secret":"s"}`
+			if tc.signature != "" {
+				cfg = `{"url":"http://x/h","chat_id":"c","secret":"s","signature":"` + tc.signature + `"}`
+			}
+			in, err := a.InboundOf(json.RawMessage(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := in.Verify(body, tc.h, now); got != tc.want {
+				t.Fatalf("Verify = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := a.InboundOf(json.RawMessage(`{"url":"http://x/h","chat_id":"c","secret":"s","signature":"v3"}`)); profile.CodeOf(err) != profile.CodeInvalidDescriptor {
+		t.Fatalf("signature v3: %v, want invalid_descriptor", err)
 	}
 }

@@ -27,6 +27,10 @@ const Name = "webhook"
 const (
 	// SignatureHeader carries "sha256=<hex HMAC-SHA256 of the raw body>".
 	SignatureHeader = "X-Xim-Signature"
+	// TimestampHeader and SignatureV2Header carry the replay-proof signature: the unix seconds
+	// of the call and "sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">" (SignV2).
+	TimestampHeader   = "X-Xim-Timestamp"
+	SignatureV2Header = "X-Xim-Signature-V2"
 	// IdempotencyKeyHeader repeats the body's idempotency_key on
 	// POST {url}/messages (an addition to §7.1).
 	IdempotencyKeyHeader = "Idempotency-Key"
@@ -423,6 +427,9 @@ func (t *webhookTarget) call(ctx context.Context, method, u, op string, body []b
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(SignatureHeader, Sign(t.cfg.secret, body))
+	ts, v2 := SignV2(t.cfg.secret, body, time.Now())
+	req.Header.Set(TimestampHeader, ts)
+	req.Header.Set(SignatureV2Header, v2)
 	if idemKey != "" {
 		req.Header.Set(IdempotencyKeyHeader, idemKey)
 	}
@@ -515,15 +522,24 @@ func failed(msg string) *profile.Error {
 // Inbound is what the inbound route (POST /v1/targets/webhook/{channel}/messages) needs of a
 // channel's webhook config.
 type Inbound struct {
-	secret []byte
+	secret    []byte
+	requireV2 bool
 	// FileHosts are the hosts user files may be downloaded from: the host (and port, if it has
 	// one) of config.url and the entries of config.file_hosts.
 	FileHosts []string
 }
 
-// Verify reports whether header is the X-Xim-Signature of body under the channel's secret
-// (constant time).
-func (in Inbound) Verify(body []byte, header string) bool { return Verify(in.secret, body, header) }
+// Verify reports whether a request's headers sign body under the channel's secret (edge-api §7.1):
+// with X-Xim-Timestamp or X-Xim-Signature-V2 present, the V2 signature must hold and its
+// timestamp be within MaxSkew of now; otherwise X-Xim-Signature must hold, unless the channel
+// is configured "signature": "v2". Constant-time comparisons.
+func (in Inbound) Verify(body []byte, h http.Header, now time.Time) bool {
+	ts, v2 := h.Get(TimestampHeader), h.Get(SignatureV2Header)
+	if ts != "" || v2 != "" {
+		return VerifyV2(in.secret, body, ts, v2, now)
+	}
+	return !in.requireV2 && Verify(in.secret, body, h.Get(SignatureHeader))
+}
 
 // InboundOf reads a channel's config for the inbound route.
 func (a *Adapter) InboundOf(config json.RawMessage) (Inbound, error) {
@@ -531,5 +547,5 @@ func (a *Adapter) InboundOf(config json.RawMessage) (Inbound, error) {
 	if err != nil {
 		return Inbound{}, err
 	}
-	return Inbound{secret: c.secret, FileHosts: append([]string{c.url.Host}, c.fileHosts...)}, nil
+	return Inbound{secret: c.secret, requireV2: c.signature == SignatureV2, FileHosts: append([]string{c.url.Host}, c.fileHosts...)}, nil
 }

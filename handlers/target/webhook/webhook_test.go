@@ -779,7 +779,7 @@ func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	got := decodeObject(t, pub)
 	want := map[string]string{
 		"url": `"https://chat.example/hook?x=1"`, "chat_id": `"room-1"`,
-		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`, "lookup": `false`,
+		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`, "lookup": `false`, "signature": `"v1"`,
 	}
 	if gk, wk := keys(got), slices.Sorted(maps.Keys(want)); !slices.Equal(gk, wk) {
 		t.Errorf("Public keys = %v, want %v", gk, wk)
@@ -1000,5 +1000,23 @@ func TestLookup(t *testing.T) {
 	status = http.StatusServiceUnavailable
 	if _, _, err := lookup(tg); profile.CodeOf(err) != profile.CodeTargetUnavailable {
 		t.Fatalf("503: err %v, want target_unavailable", err)
+	}
+}
+
+// edge-api §7.1: every call also carries X-Xim-Timestamp and X-Xim-Signature-V2 over
+// "<timestamp>.<body>", beside the unchanged X-Xim-Signature.
+func TestWebhook_CallsCarryV2Signature(t *testing.T) {
+	f := newFakeTarget(t)
+	tg := open(t, f.URL+"/hook", map[string]any{"streaming": "none"})
+	if _, err := tg.Send(context.Background(), target.Message{Text: "hi", Final: true, IdempotencyKey: "c:m"}); err != nil {
+		t.Fatal(err)
+	}
+	req := f.only(t)
+	if !webhook.Verify([]byte(testSecret), req.Body, req.Header.Get(webhook.SignatureHeader)) {
+		t.Fatal("V1 signature missing or wrong")
+	}
+	ts, v2 := req.Header.Get(webhook.TimestampHeader), req.Header.Get(webhook.SignatureV2Header)
+	if !webhook.VerifyV2([]byte(testSecret), req.Body, ts, v2, time.Now()) {
+		t.Fatalf("V2 signature missing or wrong: %q %q", ts, v2)
 	}
 }
