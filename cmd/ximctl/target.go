@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ximd/ximd/handlers/target/webhook"
 )
@@ -33,7 +34,8 @@ func runTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		sig := "bad-signature"
-		signed := webhook.Verify([]byte(*secret), body, r.Header.Get("X-Xim-Signature"))
+		signed := webhook.Verify([]byte(*secret), body, r.Header.Get(webhook.SignatureHeader)) &&
+			webhook.VerifyV2([]byte(*secret), body, r.Header.Get(webhook.TimestampHeader), r.Header.Get(webhook.SignatureV2Header), time.Now())
 		if signed {
 			sig = "signed"
 		}
