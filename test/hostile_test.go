@@ -680,3 +680,29 @@ func asSlice(v any) []any { s, _ := v.([]any); return s }
 func newJSONLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// A client that sends a request body slowly, or stops in the middle, has its connection cut at
+// XIM_BODY_TIMEOUT; the node keeps serving everyone else meanwhile.
+func TestHostile_SlowBodyIsCutAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.BodyTimeout = time.Second }})
+	conn, err := net.Dial("tcp", e.node.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/targets/webhook/%s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"target_message_id\":", e.channel)
+	// A normal request is served while the slow one holds its connection.
+	if status, _ := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-ok", "text": "not held up"}); status != http.StatusAccepted {
+		t.Fatalf("a normal post during the slow one: %d", status)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadAll(conn) // whatever the server answers, it must end the connection
+	if err != nil {
+		t.Fatalf("the slow body's connection was not cut within 10s: %v", err)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("cut after %s, want about XIM_BODY_TIMEOUT (1s)", took)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -48,6 +49,11 @@ type Config struct {
 	// target inbound route, which needs no bearer token and may download files for a while; past
 	// it: 503 {"code":"unavailable"} with Retry-After. 0: DefaultMaxInboundRequests.
 	MaxInboundRequests int
+	// BodyTimeout (XIM_BODY_TIMEOUT) bounds how long a request body may take to arrive, and
+	// UploadTimeout (XIM_UPLOAD_TIMEOUT) that of a file upload (…/uploads): a client that sends
+	// slowly, or stops, has its connection cut at the deadline. Streams (the WebSocket, the
+	// webchat events) have no body. 0: no deadline.
+	BodyTimeout, UploadTimeout time.Duration
 }
 
 // DefaultMaxInboundRequests is Config.MaxInboundRequests when unset.
@@ -160,7 +166,47 @@ func limit(max int, next http.Handler) http.Handler {
 }
 
 // ServeHTTP serves the edge.
-func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.mux.ServeHTTP(w, r) }
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.bodyDeadline(w, r)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	e.mux.ServeHTTP(w, r)
+}
+
+// bodyDeadline sets the read deadline of a request with a body (BodyTimeout, UploadTimeout) and
+// lifts it once the body is read, so the handler's work after it is not cut.
+func (e *Edge) bodyDeadline(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Upgrade") != "" {
+		return
+	}
+	d := e.cfg.BodyTimeout
+	if strings.HasSuffix(r.URL.Path, "/uploads") {
+		d = e.cfg.UploadTimeout
+	}
+	if d <= 0 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+}
+
+// deadlineBody lifts the read deadline when its body ends.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.lift()
+	}
+	return n, err
+}
 
 // Authorized reports whether r carries the bearer token (constant time, edge-api §2).
 func (e *Edge) Authorized(r *http.Request) bool {

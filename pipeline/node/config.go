@@ -68,6 +68,9 @@ type Config struct {
 	// it publishes again (edge.GatewayConfig). 0: 10s. Not an environment variable.
 	PublishTimeout time.Duration
 	MaxInbound     int // XIM_MAX_INBOUND_REQUESTS: requests at once on the target inbound route
+	// BodyTimeout (XIM_BODY_TIMEOUT) and UploadTimeout (XIM_UPLOAD_TIMEOUT): how long a request
+	// body, and a file upload's, may take to arrive (edge.Config).
+	BodyTimeout, UploadTimeout time.Duration
 
 	Store pipeline.StoreConfig // XIM_PARTITIONS, XIM_REPLICAS, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES, XIM_IN_MAX_AGE, XIM_IN_MAX_BYTES, XIM_OUTBOUND_MAX_AGE
 }
@@ -101,6 +104,8 @@ func Defaults() Config {
 		OutboundBackoff:   5 * time.Minute,
 		MaxConnections:    1024,
 		MaxInbound:        256,
+		BodyTimeout:       10 * time.Second,
+		UploadTimeout:     2 * time.Minute,
 		Store:             pipeline.DefaultStoreConfig(),
 	}
 }
@@ -192,6 +197,8 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
 	num("XIM_MAX_CONNECTIONS", &c.MaxConnections)
 	num("XIM_MAX_INBOUND_REQUESTS", &c.MaxInbound)
+	dur("XIM_BODY_TIMEOUT", &c.BodyTimeout)
+	dur("XIM_UPLOAD_TIMEOUT", &c.UploadTimeout)
 	dur("XIM_OUTBOUND_MAX_AGE", &c.Store.OutboundMaxAge)
 	num("XIM_PARTITIONS", &c.Store.Partitions)
 	num("XIM_REPLICAS", &c.Store.Replicas)
@@ -256,6 +263,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckTimeout < 100*time.Millisecond || c.OutboundBackoff < c.AckTimeout {
 		errs = append(errs, errors.New("XIM_ACK_TIMEOUT must be at least 100ms and XIM_OUTBOUND_BACKOFF_MAX at least XIM_ACK_TIMEOUT"))
+	}
+	if c.BodyTimeout < time.Second || c.UploadTimeout < time.Second {
+		errs = append(errs, errors.New("XIM_BODY_TIMEOUT and XIM_UPLOAD_TIMEOUT must be at least 1s"))
 	}
 	if c.MaxConnections <= 0 || c.MaxInbound <= 0 {
 		errs = append(errs, errors.New("XIM_MAX_CONNECTIONS and XIM_MAX_INBOUND_REQUESTS must be > 0"))

@@ -543,7 +543,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	var e *edge.Edge
-	e, err = edge.New(edge.Config{Token: token, Version: Version, MaxInboundRequests: n.cfg.MaxInbound}, edge.Parts{
+	e, err = edge.New(edge.Config{Token: token, Version: Version, MaxInboundRequests: n.cfg.MaxInbound, BodyTimeout: n.cfg.BodyTimeout, UploadTimeout: n.cfg.UploadTimeout}, edge.Parts{
 		Gateway:  gw,
 		Channels: edge.NewChannelsAPI(reg, adapters, state, log),
 		Files:    fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
@@ -591,7 +591,10 @@ func (n *Node) serve(h http.Handler, log *slog.Logger, errc chan<- error) (func(
 		return nil, fmt.Errorf("listen %s: %w", n.cfg.HTTPAddr, err)
 	}
 	n.httpAddr = ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// Headers within 10s, an idle keep-alive connection closed after 2 minutes; bodies have
+	// their own deadlines (edge.Config.BodyTimeout) and streams none.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
