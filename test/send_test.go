@@ -457,4 +457,11 @@ func TestSend_ReplayedSignatureRefused(t *testing.T) {
 	if status, body := e.postUserSigned(raw, v2(time.Now())); status != http.StatusAccepted {
 		t.Fatalf("V2 on a v2 channel: %d %v", status, body)
 	}
+	// A channel that is not open is answered exactly like a bad signature: no probing for names.
+	_, badSig := e.postUser("not-the-secret", map[string]any{"target_message_id": "t-x", "text": "x"})
+	e.channel = "cch_never_opened"
+	status, unknown := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-x", "text": "x"})
+	if status != http.StatusUnauthorized || fmt.Sprint(unknown) != fmt.Sprint(badSig) {
+		t.Fatalf("unknown channel: %d %v; bad signature: %v: want the same 401", status, unknown, badSig)
+	}
 }

@@ -99,19 +99,25 @@ func (in *Inbound) post(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// badSignature answers a post whose signature does not verify, and one for a channel that is not
+// open for webhook input.
+var badSignature = profile.Errorf(profile.CodeUnauthorized, "missing or wrong signature (%s, or %s with %s within %s) for this channel",
+	webhook.SignatureHeader, webhook.SignatureV2Header, webhook.TimestampHeader, webhook.MaxSkew)
+
 // accept runs the route and writes the 202; a returned error is answered with its code.
 func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 	channel := r.PathValue("channel")
 	if !profile.ValidChannelID(channel) {
 		return invalidID
 	}
-	notOpen := profile.Errorf(profile.CodeChannelNotOpen, "channel %s is not open for webhook input", channel)
 	ch, ok, err := in.reg.Lookup(r.Context(), channel)
 	if err != nil {
 		return profile.Errorf(profile.CodeUnavailable, "channel registry unavailable")
 	}
 	if !ok || ch.Target.Adapter != in.adapter.Name() {
-		return notOpen
+		// Answered like a bad signature: the route tells nobody without the secret which
+		// channels exist.
+		return badSignature
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.cfg.MaxBodyBytes))
 	if err != nil {
@@ -122,7 +128,7 @@ func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !cfg.Verify(body, r.Header, time.Now()) {
-		return profile.Errorf(profile.CodeUnauthorized, "missing or wrong signature (%s, or %s with %s within %s)", webhook.SignatureHeader, webhook.SignatureV2Header, webhook.TimestampHeader, webhook.MaxSkew)
+		return badSignature
 	}
 	var um wireUserMessage
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -219,7 +219,7 @@ func parseTargetURL(s string) (*url.URL, error) {
 // public is the config as the channels API shows it.
 func (c *config) public() publicConfig {
 	return publicConfig{
-		URL:       c.url.String(),
+		URL:       redactQuery(c.url),
 		ChatID:    c.chatID,
 		Streaming: c.streaming,
 		Activity:  c.activity,
@@ -229,6 +229,21 @@ func (c *config) public() publicConfig {
 		Lookup:    c.lookup,
 		Signature: c.signature,
 	}
+}
+
+// redactQuery is u with every query value replaced by "redacted": a query string may carry a
+// credential (…?token=…), and the channels API never shows one.
+func redactQuery(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.String()
+	}
+	v := *u
+	q := v.Query()
+	for k := range q {
+		q[k] = []string{"redacted"}
+	}
+	v.RawQuery = q.Encode()
+	return v.String()
 }
 
 // capabilities of a target opened with c.

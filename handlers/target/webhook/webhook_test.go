@@ -769,7 +769,7 @@ func TestWebhook_OpenDefaults(t *testing.T) {
 
 func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	a := webhook.New(webhook.Options{})
-	pub, err := a.Public(config("https://chat.example/hook?x=1", map[string]any{"streaming": "none", "activity": "status", "timeout": "2s"}))
+	pub, err := a.Public(config("https://chat.example/hook?x=1&token=sekrit", map[string]any{"streaming": "none", "activity": "status", "timeout": "2s"}))
 	if err != nil {
 		t.Fatalf("Public: %v", err)
 	}
@@ -778,7 +778,7 @@ func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	}
 	got := decodeObject(t, pub)
 	want := map[string]string{
-		"url": `"https://chat.example/hook?x=1"`, "chat_id": `"room-1"`,
+		"url": `"https://chat.example/hook?token=redacted\u0026x=redacted"`, "chat_id": `"room-1"`,
 		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`, "lookup": `false`, "signature": `"v1"`,
 	}
 	if gk, wk := keys(got), slices.Sorted(maps.Keys(want)); !slices.Equal(gk, wk) {
