@@ -493,3 +493,30 @@ func TestWebchat_StreamedAnswerLiveAndReplayed(t *testing.T) {
 		t.Fatalf("Lookup = %+v found=%v %v; want %s final", shown, found, err, id)
 	}
 }
+
+// A page's open event stream ends within a second of its channel's DELETE, with an `event:
+// revoked`: a revoked link keeps no live view of the chat.
+func TestWebchat_DeleteClosesOpenStreams(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.channel + "_wcrev"
+	path, key := openWebchat(t, e.node, id, nil)
+	deletedAt := make(chan time.Time, 1)
+	deleting := false
+	events(t, e.node, path, key, "", func(evs []sseEvent) bool {
+		if readyIn(evs) && !deleting {
+			deleting = true
+			go func() {
+				status, _, err := e.node.Do(http.MethodDelete, "/v1/channels/"+id, nil)
+				if err != nil || status != http.StatusNoContent {
+					t.Errorf("DELETE: %d %v", status, err)
+				}
+				deletedAt <- time.Now()
+			}()
+		}
+		return evs[len(evs)-1].Event == "revoked"
+	})
+	if took := time.Since(<-deletedAt); took > time.Second {
+		t.Fatalf("the stream was revoked %s after the DELETE, want within 1s", took)
+	}
+}

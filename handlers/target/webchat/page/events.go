@@ -16,6 +16,9 @@ import (
 	"github.com/ximd/ximd/subjects"
 )
 
+// RevokeCheck is how often an open event stream checks that its link is still valid.
+const RevokeCheck = 250 * time.Millisecond
+
 // events streams a channel's items to a page as Server-Sent Events: first its history (the
 // latest state of its last HistoryLimit items), then an `event: ready`, then every change as it
 // is written. Each event's id is the item's stream sequence; a reconnecting EventSource sends it
@@ -95,10 +98,22 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch target.Chann
 
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	// The link stays valid only while the channel is open with this secret: a DELETE or a new
+	// secret ends the stream within RevokeCheck.
+	key := pageKey(r)
+	revoke := time.NewTicker(RevokeCheck)
+	defer revoke.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-revoke.C:
+			if _, valid, err := h.valid(ctx, ch.ID, key); err == nil && !valid {
+				_, _ = fmt.Fprint(w, "event: revoked\ndata: {}\n\n")
+				flusher.Flush()
+				h.logger.Info("webchat_stream_revoked", "channel", ch.ID)
+				return
+			}
 		case <-heartbeat.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return

@@ -177,30 +177,44 @@ func (h *Handler) Link(w http.ResponseWriter, r *http.Request) {
 // a channel that is not an open webchat channel, which has no valid secret) is 403.
 func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, target.Channel)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get(KeyHeader)
-		if got == "" {
-			got = r.URL.Query().Get(KeyParam)
-		}
+		got := pageKey(r)
 		html := r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/webchat/"):], "/")
 		if got == "" {
 			h.deny(w, html, http.StatusUnauthorized, "this page needs its link's secret (?k=…)")
 			return
 		}
-		ch, ok, err := h.lookup(r.Context(), r.PathValue("channel"))
+		ch, valid, err := h.valid(r.Context(), r.PathValue("channel"), got)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, profile.CodeUnavailable, "channel registry unavailable")
 			return
 		}
-		want := ""
-		if ok && ch.Target.Adapter == webchat.Name {
-			want, _ = h.secrets.Of(ch)
-		}
-		if !equal(got, want) || want == "" {
+		if !valid {
 			h.deny(w, html, http.StatusForbidden, "this link is not valid (wrong secret, or the channel was closed)")
 			return
 		}
 		next(w, r, ch)
 	}
+}
+
+// valid reports whether key is the page secret of an open webchat channel id.
+func (h *Handler) valid(ctx context.Context, id, key string) (target.Channel, bool, error) {
+	ch, ok, err := h.lookup(ctx, id)
+	if err != nil {
+		return target.Channel{}, false, err
+	}
+	want := ""
+	if ok && ch.Target.Adapter == webchat.Name {
+		want, _ = h.secrets.Of(ch)
+	}
+	return ch, want != "" && equal(key, want), nil
+}
+
+// pageKey is the page secret a request presents (header, else the query parameter).
+func pageKey(r *http.Request) string {
+	if k := r.Header.Get(KeyHeader); k != "" {
+		return k
+	}
+	return r.URL.Query().Get(KeyParam)
 }
 
 func (h *Handler) deny(w http.ResponseWriter, html bool, status int, msg string) {

@@ -78,6 +78,12 @@
       showBanner('');
       retryDelay = 1000;
     });
+    es.addEventListener('revoked', () => {
+      // The channel was closed or its link replaced: this link will not work again.
+      es.close(); es = null;
+      setConn('down', 'closed');
+      showBanner('This chat link is no longer valid (the channel was closed or given a new link).');
+    });
     es.onerror = () => {
       if (!es || es.readyState === EventSource.CLOSED) {
         // The server refused the stream (or is gone): find out why before trying again.
