@@ -347,7 +347,8 @@ func TestHostile_ConnectionFloodRefusedPastLimit(t *testing.T) {
 func TestHostile_InboundRequestsBounded(t *testing.T) {
 	t.Parallel()
 	max := node.Defaults().MaxInbound
-	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.MaxInbound = max }})
+	// The held requests keep their bodies open for the whole test.
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.MaxInbound, c.BodyTimeout = max, 10 * time.Minute }})
 	path := "/v1/targets/webhook/" + e.channel + "/messages"
 	var held []net.Conn
 	t.Cleanup(func() {
@@ -364,13 +365,12 @@ func TestHostile_InboundRequestsBounded(t *testing.T) {
 		held = append(held, c)
 		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path)
 	}
+	// The held requests reach the handler asynchronously (slowly on a starved machine): wait until
+	// the node counts them all in flight, then the next one must be refused.
+	pollFor(t, time.Minute, "every held request in flight", func() bool {
+		return testkit.GaugeValue(e.node.Metrics(), "ximd_inbound_requests_in_flight") == float64(max)
+	})
 	status, body, err := e.node.DoAuth(http.MethodPost, path, []byte(`{"target_message_id":"u1","text":"x"}`), "")
-	// The held requests reach the handler asynchronously (slowly on a loaded machine): poll until
-	// they all have, up to the suite's patience.
-	for deadline := time.Now().Add(wait); err == nil && status != http.StatusServiceUnavailable && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		status, body, err = e.node.DoAuth(http.MethodPost, path, []byte(`{"target_message_id":"u1","text":"x"}`), "")
-	}
 	if err != nil || status != http.StatusServiceUnavailable || jsonOf(t, body)["code"] != profile.CodeUnavailable {
 		t.Fatalf("request %d: %d %s %v", max+1, status, body, err)
 	}

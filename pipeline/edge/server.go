@@ -101,6 +101,8 @@ type Parts struct {
 	Files    http.Handler // /files/...
 	Inbound  http.Handler // optional: /v1/targets/... (own signatures, no bearer token)
 	Gatherer prometheus.Gatherer
+	// Registerer, optional, takes the edge's own metrics (ximd_inbound_requests_in_flight).
+	Registerer prometheus.Registerer
 	// Ready reports whether NATS and every stream, bucket and consumer is there.
 	Ready func(ctx context.Context) error
 
@@ -136,7 +138,12 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 		if max <= 0 {
 			max = DefaultMaxInboundRequests
 		}
-		e.mux.Handle("POST /v1/targets/webhook/{channel}/messages", limit(max, p.Inbound))
+		inFlight := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_inbound_requests_in_flight",
+			Help: "Requests on the target inbound route being served now (at most XIM_MAX_INBOUND_REQUESTS)."})
+		if p.Registerer != nil {
+			p.Registerer.MustRegister(inFlight)
+		}
+		e.mux.Handle("POST /v1/targets/webhook/{channel}/messages", limit(max, inFlight, p.Inbound))
 	}
 	if p.Webchat != nil {
 		e.mux.Handle("/webchat/", p.Webchat)
@@ -151,12 +158,13 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 }
 
 // limit serves at most max requests at once through next and refuses the others at once.
-func limit(max int, next http.Handler) http.Handler {
+func limit(max int, inFlight prometheus.Gauge, next http.Handler) http.Handler {
 	sem := make(chan struct{}, max)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case sem <- struct{}{}:
-			defer func() { <-sem }()
+			inFlight.Inc()
+			defer func() { inFlight.Dec(); <-sem }()
 			next.ServeHTTP(w, r)
 		default:
 			w.Header().Set("Retry-After", "1")

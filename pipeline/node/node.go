@@ -544,12 +544,13 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	}
 	var e *edge.Edge
 	e, err = edge.New(edge.Config{Token: token, Version: Version, MaxInboundRequests: n.cfg.MaxInbound, BodyTimeout: n.cfg.BodyTimeout, UploadTimeout: n.cfg.UploadTimeout}, edge.Parts{
-		Gateway:  gw,
-		Channels: edge.NewChannelsAPI(reg, adapters, state, log),
-		Files:    fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
-		Inbound:  inbound,
-		Gatherer: n.reg,
-		Ready:    n.readiness(nc, js),
+		Gateway:    gw,
+		Channels:   edge.NewChannelsAPI(reg, adapters, state, log),
+		Files:      fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
+		Inbound:    inbound,
+		Gatherer:   n.reg,
+		Registerer: n.reg,
+		Ready:      n.readiness(nc, js),
 
 		Webchat:     chatPage,
 		WebchatLink: chatLink,
