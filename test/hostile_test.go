@@ -348,7 +348,7 @@ func TestHostile_InboundRequestsBounded(t *testing.T) {
 	t.Parallel()
 	max := node.Defaults().MaxInbound
 	// The held requests keep their bodies open for the whole test.
-	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.MaxInbound, c.BodyTimeout = max, 10 * time.Minute }})
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.MaxInbound, c.BodyTimeout = max, 10*time.Minute }})
 	path := "/v1/targets/webhook/" + e.channel + "/messages"
 	var held []net.Conn
 	t.Cleanup(func() {

@@ -17,26 +17,42 @@ import (
 	"github.com/ximd/ximd/test/testkit"
 )
 
-// interrupt makes the message's record what a worker killed between the final's intent and its
-// outcome leaves behind: state delivering (keeping the displayed message's target id).
-func interrupt(t *testing.T, e *env, messageID string, text string, displayed bool) {
+// messageRecords opens the node's message record bucket on a connection of its own (closed when
+// the test ends), to leave there what a killed worker would.
+func messageRecords(t *testing.T, e *env) jetstream.KeyValue {
 	t.Helper()
 	nc, err := nats.Connect(e.node.NATSURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, subjects.BucketMessages)
+	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kv
+}
+
+// putRecord stores rec under key in the message record bucket.
+func putRecord(t *testing.T, kv jetstream.KeyValue, key string, rec handlers.Record) {
+	t.Helper()
+	b, _ := json.Marshal(rec)
+	if _, err := kv.Put(context.Background(), key, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// interrupt makes the message's record what a worker killed between the final's intent and its
+// outcome leaves behind: state delivering (keeping the displayed message's target id).
+func interrupt(t *testing.T, e *env, messageID string, text string, displayed bool) {
+	t.Helper()
+	kv := messageRecords(t, e)
 	key, _ := subjects.MessageKey(e.channel, messageID)
 	rec := handlers.Record{State: handlers.StateDelivering, Digest: profile.Message{MessageID: messageID, Text: text}.Digest(), PacketID: "pkt_dead"}
 	if displayed { // the display handle is written once the target answered the streamed part
 		poll(t, "the displayed message's record", func() bool {
-			entry, err := kv.Get(ctx, key)
+			entry, err := kv.Get(context.Background(), key)
 			var cur handlers.Record
 			if err == nil && json.Unmarshal(entry.Value(), &cur) == nil {
 				rec.TargetMessageID = cur.TargetMessageID
@@ -44,10 +60,7 @@ func interrupt(t *testing.T, e *env, messageID string, text string, displayed bo
 			return rec.TargetMessageID != ""
 		})
 	}
-	b, _ := json.Marshal(rec)
-	if _, err := kv.Put(ctx, key, b); err != nil {
-		t.Fatal(err)
-	}
+	putRecord(t, kv, key, rec)
 }
 
 // P-STATE-8: a final interrupted after its message was displayed on an edit target is settled by
@@ -199,21 +212,8 @@ func TestInDoubt_UnrecordedPartOfADeadProcessIsEditedNotCreated(t *testing.T) {
 	}
 	resp.Body.Close()
 	// …and its record: displaying, the create's answer never recorded.
-	nc, err := nats.Connect(e.node.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, _ := subjects.MessageKey(e.channel, "m_part")
-	rec, _ := json.Marshal(handlers.Record{State: handlers.StateDisplaying, Worker: "dead/0000"})
-	if _, err := kv.Put(context.Background(), key, rec); err != nil {
-		t.Fatal(err)
-	}
+	putRecord(t, messageRecords(t, e), key, handlers.Record{State: handlers.StateDisplaying, Worker: "dead/0000"})
 	_, ack := e.final(msg("m_part", "Hello, whole"))
 	wantAck(t, ack, profile.AckAccepted, "")
 	calls := e.target.MessageCalls()

@@ -1,16 +1,12 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/profile"
@@ -217,20 +213,7 @@ func TestTools_InterruptedInvocationIsNeverRunTwice(t *testing.T) {
 // outcome leaves behind.
 func interruptInvocation(t *testing.T, e *env, invocationID, tool string, args any) {
 	t.Helper()
-	nc, err := nats.Connect(e.node.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, _ := json.Marshal(args)
 	key, _ := subjects.InvocationKey(e.channel, invocationID)
-	rec, _ := json.Marshal(handlers.Record{State: handlers.StateDelivering, Digest: handlers.InvocationDigest(tool, raw), PacketID: "pkt_dead", Worker: "dead/0000"})
-	if _, err := kv.Put(context.Background(), key, rec); err != nil {
-		t.Fatal(err)
-	}
+	putRecord(t, messageRecords(t, e), key, handlers.Record{State: handlers.StateDelivering, Digest: handlers.InvocationDigest(tool, raw), PacketID: "pkt_dead", Worker: "dead/0000"})
 }

@@ -28,6 +28,12 @@ func Verify(secret, body []byte, header string) bool {
 	if len(secret) == 0 {
 		return false
 	}
+	return signs(secret, header, body)
+}
+
+// signs reports whether header ("sha256=<hex>") is the HMAC-SHA256 under secret of the parts,
+// concatenated (constant-time comparison; hex of either case).
+func signs(secret []byte, header string, parts ...[]byte) bool {
 	digest, ok := strings.CutPrefix(header, signaturePrefix)
 	if !ok || len(digest) != 2*sha256.Size {
 		return false
@@ -37,7 +43,9 @@ func Verify(secret, body []byte, header string) bool {
 		return false
 	}
 	m := hmac.New(sha256.New, secret)
-	m.Write(body)
+	for _, p := range parts {
+		m.Write(p)
+	}
 	return hmac.Equal(got, m.Sum(nil))
 }
 
@@ -68,16 +76,5 @@ func VerifyV2(secret, body []byte, timestamp, signature string, now time.Time) b
 	if d := now.Sub(time.Unix(sec, 0)); d > MaxSkew || d < -MaxSkew {
 		return false
 	}
-	digest, ok := strings.CutPrefix(signature, signaturePrefix)
-	if !ok || len(digest) != 2*sha256.Size {
-		return false
-	}
-	got, err := hex.DecodeString(digest)
-	if err != nil {
-		return false
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(timestamp + "."))
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
+	return signs(secret, signature, []byte(timestamp+"."), body)
 }
