@@ -61,9 +61,12 @@ type Config struct {
 	FilesMaxBytes     int64         // XIM_FILES_MAX_BYTES
 	FileLinkTTL       time.Duration // XIM_FILE_LINK_TTL
 	DownloadTimeout   time.Duration // XIM_FILE_DOWNLOAD_TIMEOUT
-	AckTimeout        time.Duration // XIM_ACK_TIMEOUT
-	OutboundBackoff   time.Duration // XIM_OUTBOUND_BACKOFF_MAX
-	MaxConnections    int           // XIM_MAX_CONNECTIONS: live WebSocket connections of one gateway
+	// DownloadAllowPrivate (XIM_DOWNLOAD_ALLOW_PRIVATE=1): user files may be downloaded from
+	// internal addresses (loopback, private, link-local) that no channel allowed literally.
+	DownloadAllowPrivate bool
+	AckTimeout           time.Duration // XIM_ACK_TIMEOUT
+	OutboundBackoff      time.Duration // XIM_OUTBOUND_BACKOFF_MAX
+	MaxConnections       int           // XIM_MAX_CONNECTIONS: live WebSocket connections of one gateway
 	// PublishTimeout bounds the gateway's wait for JetStream's acknowledgement of a packet before
 	// it publishes again (edge.GatewayConfig). 0: 10s. Not an environment variable.
 	PublishTimeout time.Duration
@@ -193,6 +196,13 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
 	dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
 	dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
+	switch v := strings.TrimSpace(getenv("XIM_DOWNLOAD_ALLOW_PRIVATE")); v {
+	case "", "0", "false":
+	case "1", "true":
+		c.DownloadAllowPrivate = true
+	default:
+		errs = append(errs, fmt.Errorf("XIM_DOWNLOAD_ALLOW_PRIVATE=%q: 1 or 0", v))
+	}
 	dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
 	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
 	num("XIM_MAX_CONNECTIONS", &c.MaxConnections)

@@ -51,6 +51,10 @@ type Config struct {
 	// MaxRedirects is how many redirects one download may follow; one more fails
 	// (default DefaultMaxRedirects).
 	MaxRedirects int
+	// AllowPrivate (XIM_DOWNLOAD_ALLOW_PRIVATE) lets downloads reach internal addresses
+	// (loopback, private, link-local) that no channel allowed literally: for closed networks
+	// and tests only (see guard.go).
+	AllowPrivate bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -121,18 +125,18 @@ func New(cfg Config, client *http.Client) *Fetcher {
 		cfg.MaxRedirects = def.MaxRedirects
 	}
 	if client == nil {
-		client = newClient()
+		client = newClient(cfg.AllowPrivate)
 	}
 	return &Fetcher{cfg: cfg, client: client}
 }
 
-// newClient is the Fetcher's own client: net/http's defaults, with bounded response headers and
+// newClient is the Fetcher's own client: net/http's defaults, with bounded response headers,
 // without transparent decompression (the file is stored as served, and a small compressed body
-// cannot expand into work).
-func newClient() *http.Client {
+// cannot expand into work), and the dial guard (guard.go).
+func newClient(allowPrivate bool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:            guardedDial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}, allowPrivate),
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           100,
 		IdleConnTimeout:        90 * time.Second,
@@ -175,7 +179,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, allowed Allowed, sin
 	}
 
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, literalsKey{}, allowed.literals()), f.cfg.Timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -268,6 +272,10 @@ func (f *Fetcher) failure(parent, ctx context.Context, name string, err error, r
 	var re *redirectError
 	if errors.As(err, &re) {
 		return failf(name, "%s", re.reason)
+	}
+	var be *blockedError
+	if errors.As(err, &be) {
+		return failf(name, "%s", be.Error())
 	}
 	if ctx.Err() != nil {
 		return failf(name, "timed out after %s", f.cfg.Timeout)
