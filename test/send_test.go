@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -463,5 +464,29 @@ func TestSend_ReplayedSignatureRefused(t *testing.T) {
 	status, unknown := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-x", "text": "x"})
 	if status != http.StatusUnauthorized || fmt.Sprint(unknown) != fmt.Sprint(badSig) {
 		t.Fatalf("unknown channel: %d %v; bad signature: %v: want the same 401", status, unknown, badSig)
+	}
+}
+
+// A user message's file URL whose host name resolves to the node's own machine (localhost) is
+// not fetched, even where the channel's file_hosts name it: a target cannot make ximd read its
+// loopback services (the NATS monitor, metrics). The victim gets no request; the post is 422.
+func TestSend_FileURLResolvingToLoopbackIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: fastAcks})
+	var hits atomic.Int64
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, "internal")
+	}))
+	t.Cleanup(victim.Close)
+	port := victim.URL[strings.LastIndexByte(victim.URL, ':')+1:]
+	allowFileHost(t, e, "localhost:"+port)
+	status, body := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-ssrf", "text": "see file",
+		"files": []any{map[string]any{"type": "file", "url": "http://localhost:" + port + "/debug/vars", "filename": "x.txt"}}})
+	if status != http.StatusUnprocessableEntity || body["code"] != profile.CodeFileDownloadFailed {
+		t.Fatalf("post: %d %v, want 422 file_download_failed", status, body)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback service got %d requests", n)
 	}
 }

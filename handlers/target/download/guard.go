@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
+	"strconv"
 )
 
 // The dial guard: a download never connects to an address of the host's own or private networks
 // (loopback, RFC 1918, carrier-grade NAT, link-local, which holds the cloud metadata address
 // 169.254.169.254, unique-local fc00::/7, unspecified, multicast) unless the channel allowed
-// that address literally (an IP entry of [Allowed], such as the target URL's own host) or the
+// that address (and port, where the entry names one) literally (an IP entry of [Allowed], such
+// as the target URL's own host) or the
 // operator allowed them all (Config.AllowPrivate, XIM_DOWNLOAD_ALLOW_PRIVATE). It checks the
 // addresses a name resolves to and dials the address it checked, so a name that resolves to a
 // public address at the check and to 127.0.0.1 at the dial (DNS rebinding) cannot slip through.
@@ -30,15 +31,25 @@ func internal(ip netip.Addr) bool {
 // literalsKey carries, in a download's context, the addresses its channel allowed literally.
 type literalsKey struct{}
 
-// literals are the IP entries of a (with or without a port).
-func (a Allowed) literals() []netip.Addr {
-	var out []netip.Addr
+// literals are the IP entries of a, with their port (0: any port).
+func (a Allowed) literals() []netip.AddrPort {
+	var out []netip.AddrPort
 	for _, raw := range a {
 		if e, err := parseEntry(raw); err == nil && e.addr.IsValid() {
-			out = append(out, e.addr.Unmap())
+			out = append(out, netip.AddrPortFrom(e.addr.Unmap(), uint16(e.port)))
 		}
 	}
 	return out
+}
+
+// allowedLiterally reports whether ip:port is named by one of the literals.
+func allowedLiterally(literals []netip.AddrPort, ip netip.Addr, port uint16) bool {
+	for _, l := range literals {
+		if l.Addr() == ip.Unmap() && (l.Port() == 0 || l.Port() == port) {
+			return true
+		}
+	}
+	return false
 }
 
 // guardedDial wraps d: it resolves the host itself, refuses internal addresses that were not
@@ -55,9 +66,13 @@ func guardedDial(d *net.Dialer, allowPrivate bool) func(ctx context.Context, net
 		} else if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
 			return nil, err
 		}
-		allowed, _ := ctx.Value(literalsKey{}).([]netip.Addr)
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return nil, err
+		}
+		literals, _ := ctx.Value(literalsKey{}).([]netip.AddrPort)
 		for _, ip := range ips {
-			if allowPrivate || !internal(ip) || slices.Contains(allowed, ip.Unmap()) {
+			if allowPrivate || !internal(ip) || allowedLiterally(literals, ip, uint16(p)) {
 				return d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
 			}
 		}
