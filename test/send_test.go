@@ -14,9 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -488,5 +492,52 @@ func TestSend_FileURLResolvingToLoopbackIsRefused(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the loopback service got %d requests", n)
+	}
+}
+
+// A user message whose second file cannot be downloaded is refused and leaves no file behind:
+// the first, already stored, is discarded. A message with more files than a message may carry
+// is refused before any download.
+func TestSend_FailedMessageLeavesNoFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: fastAcks})
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if strings.HasSuffix(r.URL.Path, "/missing") {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		_, _ = io.WriteString(w, "file bytes")
+	}))
+	t.Cleanup(srv.Close)
+	allowFileHost(t, e, strings.TrimPrefix(srv.URL, "http://"))
+	status, body := e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-two", "text": "two files",
+		"files": []any{map[string]any{"type": "file", "url": srv.URL + "/ok"}, map[string]any{"type": "file", "url": srv.URL + "/missing"}}})
+	if status != http.StatusUnprocessableEntity || body["code"] != profile.CodeFileDownloadFailed {
+		t.Fatalf("post: %d %v, want 422", status, body)
+	}
+	nc, err := nats.Connect(e.node.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	obs, err := js.ObjectStore(context.Background(), subjects.BucketFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if infos, _ := obs.List(context.Background()); len(infos) != 0 {
+		t.Fatalf("%d files left behind by a refused message", len(infos))
+	}
+
+	hits.Store(0)
+	many := make([]any, 257)
+	for i := range many {
+		many[i] = map[string]any{"type": "file", "url": srv.URL + "/ok"}
+	}
+	status, body = e.postUser(e.target.Secret, map[string]any{"target_message_id": "t-many", "text": "x", "files": many})
+	if status != http.StatusBadRequest || body["code"] != profile.CodeInvalidPacket || hits.Load() != 0 {
+		t.Fatalf("257 files: %d %v after %d downloads, want 400 invalid_packet before any", status, body, hits.Load())
 	}
 }

@@ -147,9 +147,37 @@ func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id, "duplicate": true})
 		return nil
 	}
+	if len(um.Files) > maxUserFiles { // before any download
+		return profile.Errorf(profile.CodeInvalidPacket, "files: at most %d (P-MSG-5)", maxUserFiles)
+	}
 	msg := profile.Message{MessageID: id, Text: um.Text, CreatedAt: time.Now().UnixMilli()}
+	if err := in.store(r.Context(), channel, um, cfg.FileHosts, &msg); err != nil {
+		return err
+	}
+	in.received.WithLabelValues("accepted").Inc()
+	in.logger.Info("target_message_received", "channel", channel, "message_id", id, "files", len(msg.Files))
+	writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id})
+	return nil
+}
+
+// maxUserFiles is the most files a user message may carry (catalog.json message.files max_items).
+const maxUserFiles = 256
+
+// store downloads the message's files into msg and submits it to the outbox; when anything
+// fails, the files already stored for it are discarded (no orphans).
+func (in *Inbound) store(ctx context.Context, channel string, um wireUserMessage, hosts []string, msg *profile.Message) (err error) {
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, f := range msg.Files {
+			if derr := in.files.Discard(context.WithoutCancel(ctx), f.FileRef); derr != nil {
+				in.logger.Warn("file_discard_failed", "channel", channel, "file_ref", f.FileRef, "err", derr)
+			}
+		}
+	}()
 	for i, f := range um.Files {
-		pf, err := in.download(r.Context(), channel, i, f, cfg.FileHosts)
+		pf, err := in.download(ctx, channel, i, f, hosts)
 		if err != nil {
 			return err
 		}
@@ -159,12 +187,9 @@ func (in *Inbound) accept(w http.ResponseWriter, r *http.Request) error {
 	if _, err := in.catalog.DecodeMessage(raw, profile.ToAgent); err != nil {
 		return err
 	}
-	if _, err := in.outbox.Submit(r.Context(), channel, msg); err != nil {
+	if _, err := in.outbox.Submit(ctx, channel, *msg); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
-	in.received.WithLabelValues("accepted").Inc()
-	in.logger.Info("target_message_received", "channel", channel, "message_id", id, "files", len(msg.Files))
-	writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id})
 	return nil
 }
 

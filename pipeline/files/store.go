@@ -328,6 +328,10 @@ func (s *Store) PurgeChannel(ctx context.Context, channelID string) (int, error)
 	return n, nil
 }
 
+// Discard removes a file stored for a message that was then refused (a later file failed): no
+// orphan stays until XIM_FILE_TTL. A file already gone is no error.
+func (s *Store) Discard(ctx context.Context, fileRef string) error { return s.discard(ctx, fileRef) }
+
 // discard removes a file the caller just stored and must not keep.
 func (s *Store) discard(ctx context.Context, ref string) error {
 	obs, stream, err := s.bucket(ctx)
