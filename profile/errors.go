@@ -40,6 +40,7 @@ const (
 	CodeInvalidArguments       = "invalid_arguments"
 	CodeInvocationIDConflict   = "invocation_id_conflict"
 	CodeExpired                = "expired"
+	CodeRateLimited            = "rate_limited"
 )
 
 // goCodes lists every Code* constant; Load checks each against errors.json. A test parses this

@@ -118,6 +118,7 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeInvalidArguments, false, 400},
 		{profile.CodeInvocationIDConflict, false, 409},
 		{profile.CodeExpired, false, 410},
+		{profile.CodeRateLimited, true, 429},
 	}
 	for _, tc := range tests {
 		t.Run(tc.code, func(t *testing.T) {

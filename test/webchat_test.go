@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/target/webchat"
+	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"
 )
@@ -518,5 +519,40 @@ func TestWebchat_DeleteClosesOpenStreams(t *testing.T) {
 	})
 	if took := time.Since(<-deletedAt); took > time.Second {
 		t.Fatalf("the stream was revoked %s after the DELETE, want within 1s", took)
+	}
+}
+
+// One page link holder cannot take more than its channel's quotas: past XIM_WEBCHAT_MAX_STREAMS
+// open streams and XIM_WEBCHAT_MESSAGES_PER_MINUTE messages, 429 rate_limited with Retry-After.
+func TestWebchat_QuotasAnswer429(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.WebchatMaxStreams, c.WebchatMessagesPerMinute = 1, 2 }})
+	id := e.channel + "_wcq"
+	path, key := openWebchat(t, e.node, id, nil)
+	for i := 0; i < 2; i++ {
+		if status, body := pagePost(t, e.node, path, key, map[string]any{"client_id": fmt.Sprintf("client-quota-%d", i), "text": "hi"}); status != http.StatusAccepted {
+			t.Fatalf("message %d: %d %v", i+1, status, body)
+		}
+	}
+	if status, body := pagePost(t, e.node, path, key, map[string]any{"client_id": "client-quota-2", "text": "hi"}); status != http.StatusTooManyRequests || body["code"] != profile.CodeRateLimited {
+		t.Fatalf("message 3 in the minute: %d %v, want 429 rate_limited", status, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func() *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.node.Addr+path+"/events?k="+url.QueryEscape(key), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if first := open(); first.StatusCode != http.StatusOK {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	second := open()
+	if second.StatusCode != http.StatusTooManyRequests || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: %d Retry-After %q, want 429 with Retry-After", second.StatusCode, second.Header.Get("Retry-After"))
 	}
 }

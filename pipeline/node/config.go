@@ -61,6 +61,10 @@ type Config struct {
 	FilesMaxBytes     int64         // XIM_FILES_MAX_BYTES
 	FileLinkTTL       time.Duration // XIM_FILE_LINK_TTL
 	DownloadTimeout   time.Duration // XIM_FILE_DOWNLOAD_TIMEOUT
+	// Webchat quotas per channel and gateway (page.Quotas): XIM_WEBCHAT_MAX_STREAMS,
+	// XIM_WEBCHAT_MESSAGES_PER_MINUTE, XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR.
+	WebchatMaxStreams, WebchatMessagesPerMinute int
+	WebchatUploadBytesPerHour                   int64
 	// DownloadAllowPrivate (XIM_DOWNLOAD_ALLOW_PRIVATE=1): user files may be downloaded from
 	// internal addresses (loopback, private, link-local) that no channel allowed literally.
 	DownloadAllowPrivate bool
@@ -108,8 +112,9 @@ func Defaults() Config {
 		MaxConnections:    1024,
 		MaxInbound:        256,
 		BodyTimeout:       10 * time.Second,
-		UploadTimeout:     2 * time.Minute,
-		Store:             pipeline.DefaultStoreConfig(),
+		WebchatMaxStreams: 8, WebchatMessagesPerMinute: 60, WebchatUploadBytesPerHour: 1 << 30,
+		UploadTimeout: 2 * time.Minute,
+		Store:         pipeline.DefaultStoreConfig(),
 	}
 }
 
@@ -208,6 +213,9 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	num("XIM_MAX_CONNECTIONS", &c.MaxConnections)
 	num("XIM_MAX_INBOUND_REQUESTS", &c.MaxInbound)
 	dur("XIM_BODY_TIMEOUT", &c.BodyTimeout)
+	num("XIM_WEBCHAT_MAX_STREAMS", &c.WebchatMaxStreams)
+	num("XIM_WEBCHAT_MESSAGES_PER_MINUTE", &c.WebchatMessagesPerMinute)
+	i64("XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR", &c.WebchatUploadBytesPerHour)
 	dur("XIM_UPLOAD_TIMEOUT", &c.UploadTimeout)
 	dur("XIM_OUTBOUND_MAX_AGE", &c.Store.OutboundMaxAge)
 	num("XIM_PARTITIONS", &c.Store.Partitions)
@@ -273,6 +281,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckTimeout < 100*time.Millisecond || c.OutboundBackoff < c.AckTimeout {
 		errs = append(errs, errors.New("XIM_ACK_TIMEOUT must be at least 100ms and XIM_OUTBOUND_BACKOFF_MAX at least XIM_ACK_TIMEOUT"))
+	}
+	if c.WebchatMaxStreams < 1 || c.WebchatMessagesPerMinute < 1 || c.WebchatUploadBytesPerHour < 1 {
+		errs = append(errs, errors.New("XIM_WEBCHAT_MAX_STREAMS, XIM_WEBCHAT_MESSAGES_PER_MINUTE and XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR must be > 0"))
 	}
 	if c.BodyTimeout < time.Second || c.UploadTimeout < time.Second {
 		errs = append(errs, errors.New("XIM_BODY_TIMEOUT and XIM_UPLOAD_TIMEOUT must be at least 1s"))

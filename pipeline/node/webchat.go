@@ -73,7 +73,8 @@ func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *cha
 	if err != nil {
 		return nil, nil, err
 	}
-	h := page.New(page.Config{PublicURL: n.cfg.PublicURL, MaxBodyBytes: n.cfg.MaxPacketBytes, MaxFileBytes: n.cfg.MaxFileBytes},
+	h := page.New(page.Config{PublicURL: n.cfg.PublicURL, MaxBodyBytes: n.cfg.MaxPacketBytes, MaxFileBytes: n.cfg.MaxFileBytes,
+		Quotas: page.Quotas{MaxStreams: n.cfg.WebchatMaxStreams, MessagesPerMinute: n.cfg.WebchatMessagesPerMinute, UploadBytesPerHour: n.cfg.WebchatUploadBytesPerHour}},
 		reg, chat.Store(), page.NewSecrets(key), fs, outbox, profile.Default(), n.reg, log.With("adapter", webchat.Name))
 	return h, http.HandlerFunc(h.Link), nil
 }

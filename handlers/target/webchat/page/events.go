@@ -29,6 +29,12 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch target.Chann
 		writeError(w, http.StatusInternalServerError, profile.CodeInternal, "streaming unsupported")
 		return
 	}
+	release, ok := h.quotas.openStream(ch.ID)
+	if !ok {
+		tooMany(w, time.Second, "this channel has too many open pages (XIM_WEBCHAT_MAX_STREAMS)")
+		return
+	}
+	defer release()
 	filter, err := subjects.WebchatChannel(ch.ID)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, profile.CodeInvalidChannelID, "bad channel")

@@ -68,6 +68,8 @@ type Config struct {
 	StatusMaxAge time.Duration
 	// Heartbeat is the interval of SSE comments that keep idle connections open. Default 15s.
 	Heartbeat time.Duration
+	// Quotas bound one channel's streams, messages and uploads.
+	Quotas Quotas
 }
 
 func (c *Config) defaults() {
@@ -101,6 +103,7 @@ type Handler struct {
 	posted   *prometheus.CounterVec
 	logger   *slog.Logger
 	mux      *http.ServeMux
+	quotas   *quotas
 
 	// life ends every event stream: Close cancels it (a server's Shutdown waits for open
 	// requests, and an event stream never ends by itself).
@@ -111,7 +114,7 @@ type Handler struct {
 // New returns the page handler. prom may be nil (metrics not registered).
 func New(cfg Config, ch Channels, store *webchat.Store, secrets *Secrets, fs Files, outbox Outbox, cat *profile.Catalog, prom prometheus.Registerer, logger *slog.Logger) *Handler {
 	cfg.defaults()
-	h := &Handler{cfg: cfg, channels: ch, store: store, secrets: secrets, files: fs, outbox: outbox, catalog: cat, logger: logger,
+	h := &Handler{cfg: cfg, channels: ch, store: store, secrets: secrets, files: fs, outbox: outbox, catalog: cat, logger: logger, quotas: newQuotas(cfg.Quotas),
 		posted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ximd_webchat_messages_total", Help: "User messages posted from webchat pages, by outcome (accepted, duplicate, or the error code).",
 		}, []string{"outcome"})}
@@ -279,6 +282,11 @@ type postBody struct {
 // post makes a page message a user chat.message to xAgent, exactly like the webhook inbound
 // route: message_id derived from the page's client_id, pending in the outbox until acked.
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, ch target.Channel) {
+	if retry := h.quotas.message(ch.ID); retry > 0 {
+		h.posted.WithLabelValues(profile.CodeRateLimited).Inc()
+		tooMany(w, retry, "too many messages from this channel's pages (XIM_WEBCHAT_MESSAGES_PER_MINUTE)")
+		return
+	}
 	status, code, msg := h.accept(w, r, ch)
 	if code != "" {
 		h.posted.WithLabelValues(code).Inc()
@@ -364,7 +372,14 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, ch target.Chann
 		writeError(w, http.StatusRequestEntityTooLarge, profile.CodeFileTooLarge, "file exceeds the maximum of "+strconv.FormatInt(h.cfg.MaxFileBytes, 10)+" bytes")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	done, retry := h.quotas.upload(ch.ID, r.ContentLength)
+	if retry > 0 {
+		tooMany(w, retry, "this channel's pages uploaded too much this hour (XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR)")
+		return
+	}
+	counted := &countingReader{r: http.MaxBytesReader(w, r.Body, limit)}
+	defer func() { done(counted.n) }()
+	r.Body = counted
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, profile.CodeBadRequest, "body must be multipart/form-data")
@@ -450,3 +465,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
