@@ -14,18 +14,19 @@ import (
 //
 // Each entry is one of
 //
-//	files.example.com        that host name, any port
+//	files.example.com        that host name, on the URL scheme's port (80 for http, 443 for https)
 //	files.example.com:8443   that host name, that port only
 //	*.example.com            every subdomain of example.com (a.example.com, a.b.example.com),
-//	                         not example.com itself; the part after "*." needs at least one dot
+//	                         not example.com itself; the part after "*." needs at least one dot;
+//	                         on the scheme's port
 //	*.example.com:443        the same, that port only
-//	192.0.2.7, 192.0.2.7:80  that IPv4 address, any port / that port
+//	192.0.2.7, 192.0.2.7:80  that IPv4 address, on the scheme's port / that port
 //	[2001:db8::1]:443, ::1   that IPv6 address, with a port only in brackets
 //
 // Matching is on the URL's host name, ASCII case-insensitive and otherwise exact (one trailing
 // dot is ignored on both sides; internationalized names must be written in their ASCII "xn--"
-// form on both sides). A URL without a port has its scheme's port (80 for http, 443 for https)
-// for the entries that name one. An IP entry matches only that address written as an IP literal,
+// form on both sides). A URL without a port has its scheme's port (80 for http, 443 for https);
+// an entry without a port allows that port only, so naming a host never opens its other ports. An IP entry matches only that address written as an IP literal,
 // never a name that resolves to it, and a wildcard never matches an IP literal. An entry that is
 // none of the above (see [Allowed.Validate]) matches nothing.
 type Allowed []string
@@ -74,10 +75,16 @@ type host struct {
 	name string     // lower-case, without one trailing dot; "" if not a valid host name
 	addr netip.Addr // valid for an IP literal
 	port int        // explicit or the scheme's; 0 if unknown
+	// schemePort is the scheme's port (80 for http, 443 for https; 0 if unknown).
+	schemePort int
 }
 
 func (e entry) matches(h host) bool {
-	if e.port != 0 && e.port != h.port {
+	want := e.port
+	if want == 0 {
+		want = h.schemePort // an entry without a port: the scheme's port only
+	}
+	if want == 0 || want != h.port {
 		return false
 	}
 	switch {
@@ -179,17 +186,17 @@ func parseURLHost(u *url.URL) (h host, ok bool) {
 	if hn == "" {
 		return h, false
 	}
+	switch asciiLower(u.Scheme) {
+	case "http":
+		h.schemePort = 80
+	case "https":
+		h.schemePort = 443
+	}
+	h.port = h.schemePort
 	if p := u.Port(); p != "" {
 		var err error
 		if h.port, err = parsePort(p); err != nil {
 			return h, false
-		}
-	} else {
-		switch asciiLower(u.Scheme) {
-		case "http":
-			h.port = 80
-		case "https":
-			h.port = 443
 		}
 	}
 	if addr, err := netip.ParseAddr(hn); err == nil {

@@ -27,7 +27,7 @@ func serveText(body string) http.HandlerFunc {
 func TestFetch_OnlyHTTPAndHTTPS(t *testing.T) {
 	s := newServer(t, serveText("x"))
 	f := New(Config{}, nil)
-	allowed := Allowed{"127.0.0.1"}
+	allowed := Allowed{s.hostPort()}
 	for _, raw := range []string{
 		"file:///etc/passwd",
 		"file://127.0.0.1/etc/passwd",
@@ -64,7 +64,7 @@ func TestFetch_UserinfoRefused(t *testing.T) {
 	s := newServer(t, serveText("x"))
 	f := New(Config{}, nil)
 	var rec recorder
-	_, err := f.Fetch(t.Context(), "http://user:pass@"+s.hostPort()+"/x", Allowed{"127.0.0.1"}, rec.sink)
+	_, err := f.Fetch(t.Context(), "http://user:pass@"+s.hostPort()+"/x", Allowed{s.hostPort()}, rec.sink)
 	wantCode(t, err, profile.CodeFileDownloadFailed)
 	s.sawNoConnection(t)
 }
@@ -99,7 +99,7 @@ func TestFetch_AllowedHostAndPort(t *testing.T) {
 		allowed func(s *testServer) Allowed
 		wantErr bool
 	}{
-		{name: "host without port allows any port", allowed: func(*testServer) Allowed { return Allowed{"127.0.0.1"} }},
+		{name: "host without port: the scheme's port only", allowed: func(*testServer) Allowed { return Allowed{"127.0.0.1"} }, wantErr: true},
 		{name: "host with the URL's port", allowed: func(s *testServer) Allowed { return Allowed{"127.0.0.1:" + s.port()} }},
 		{name: "one of several entries", allowed: func(s *testServer) Allowed { return Allowed{"example.com", "127.0.0.1:" + s.port()} }},
 		{name: "host with another port", allowed: func(*testServer) Allowed { return Allowed{"127.0.0.1:" + other.port()} }, wantErr: true},
@@ -160,7 +160,7 @@ func TestFetch_WildcardEntry(t *testing.T) {
 		hosts[n] = s
 	}
 	f := New(Config{}, resolvingClient(nil, hosts))
-	allowed := Allowed{"*.example.test"}
+	allowed := Allowed{"*.example.test:" + s.port()}
 	for _, tt := range []struct {
 		host    string
 		wantErr bool
@@ -238,7 +238,7 @@ func TestFetch_RedirectToOtherSchemeOrUserinfoRefused(t *testing.T) {
 				w.WriteHeader(http.StatusFound)
 			})
 			var rec recorder
-			_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/start", Allowed{"127.0.0.1"}, rec.sink)
+			_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/start", Allowed{s.hostPort()}, rec.sink)
 			wantCode(t, err, profile.CodeFileDownloadFailed)
 			if rec.calls != 0 {
 				t.Errorf("sink called")
@@ -254,7 +254,7 @@ func TestFetch_RedirectFromHTTPSToHTTPRefused(t *testing.T) {
 		http.Redirect(w, r, plain.URL+"/x", http.StatusFound)
 	})
 	var rec recorder
-	_, err := New(Config{}, s.Client()).Fetch(t.Context(), s.URL+"/start", Allowed{"127.0.0.1"}, rec.sink)
+	_, err := New(Config{}, s.Client()).Fetch(t.Context(), s.URL+"/start", Allowed{s.hostPort()}, rec.sink)
 	wantCode(t, err, profile.CodeFileDownloadFailed)
 	plain.sawNoConnection(t)
 }
@@ -289,7 +289,7 @@ func TestFetch_MoreThanMaxRedirectsRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t, handler)
 			var rec recorder
-			_, err := New(Config{MaxRedirects: tt.max}, nil).Fetch(t.Context(), s.URL+tt.path, Allowed{"127.0.0.1"}, rec.sink)
+			_, err := New(Config{MaxRedirects: tt.max}, nil).Fetch(t.Context(), s.URL+tt.path, Allowed{s.hostPort()}, rec.sink)
 			if tt.wantErr {
 				wantCode(t, err, profile.CodeFileDownloadFailed)
 				if !strings.Contains(err.Error(), "redirects") {
@@ -329,7 +329,7 @@ func TestFetch_SendsNoCredentialsCookiesOrReferer(t *testing.T) {
 	client := &http.Client{Jar: jar}
 
 	var rec recorder
-	if _, err := New(Config{}, client).Fetch(t.Context(), s.URL+"/start?token=SECRET", Allowed{"127.0.0.1"}, rec.sink); err != nil {
+	if _, err := New(Config{}, client).Fetch(t.Context(), s.URL+"/start?token=SECRET", Allowed{s.hostPort()}, rec.sink); err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
 	mu.Lock()
@@ -378,7 +378,7 @@ func TestFetch_BodyOverMaxBytes_FileTooLarge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t, tt.handler(t))
 			var rec recorder
-			_, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+			_, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 			wantCode(t, err, profile.CodeFileTooLarge)
 			if n := rec.buf.Len(); n > max+1 {
 				t.Errorf("sink read %d bytes, want at most %d", n, max+1)
@@ -400,7 +400,7 @@ func TestFetch_BodyAtMaxBytesAccepted(t *testing.T) {
 		io.WriteString(w, strings.Repeat("a", max/2))
 	})
 	var rec recorder
-	res, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+	res, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 	if err != nil || res.Bytes != max || rec.buf.Len() != max {
 		t.Fatalf("Fetch: %v, Bytes %d, sink %d; want %d bytes", err, res.Bytes, rec.buf.Len(), max)
 	}
@@ -414,7 +414,7 @@ func TestFetch_LyingContentLength(t *testing.T) {
 			hijack(t, w, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"+strings.Repeat("a", 3*max))
 		})
 		var rec recorder
-		res, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+		res, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 		if err != nil || res.Bytes != 10 || rec.buf.Len() != 10 {
 			t.Fatalf("Fetch: %v, Bytes %d, sink %d; want the 10 declared bytes", err, res.Bytes, rec.buf.Len())
 		}
@@ -424,7 +424,7 @@ func TestFetch_LyingContentLength(t *testing.T) {
 			hijack(t, w, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nshort")
 		})
 		var rec recorder
-		_, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+		_, err := New(Config{MaxBytes: max}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 		wantCode(t, err, profile.CodeFileDownloadFailed)
 	})
 }
@@ -439,7 +439,7 @@ func TestFetch_BigContentLengthRefusedEarly(t *testing.T) {
 	})
 	var rec recorder
 	start := time.Now()
-	_, err := New(Config{MaxBytes: max, Timeout: 10 * time.Second}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+	_, err := New(Config{MaxBytes: max, Timeout: 10 * time.Second}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 	wantCode(t, err, profile.CodeFileTooLarge)
 	if rec.calls != 0 {
 		t.Errorf("sink called %d times, want 0", rec.calls)
@@ -482,7 +482,7 @@ func TestFetch_Timeout(t *testing.T) {
 			s := newServer(t, tt.handler)
 			var rec recorder
 			start := time.Now()
-			_, err := New(Config{Timeout: timeout, MaxRedirects: 100}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+			_, err := New(Config{Timeout: timeout, MaxRedirects: 100}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 			d := time.Since(start)
 			wantCode(t, err, profile.CodeFileDownloadFailed)
 			if !strings.Contains(err.Error(), "timed out") {
@@ -503,7 +503,7 @@ func TestFetch_Non2xxFails(t *testing.T) {
 				io.WriteString(w, "error page")
 			})
 			var rec recorder
-			_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+			_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 			wantCode(t, err, profile.CodeFileDownloadFailed)
 			if !strings.Contains(err.Error(), strconv.Itoa(code)) {
 				t.Errorf("error %q: want it to name the status", err)
@@ -593,7 +593,7 @@ func TestFetch_Filename(t *testing.T) {
 				io.WriteString(w, "x")
 			})
 			var rec recorder
-			res, err := New(Config{}, nil).Fetch(t.Context(), s.URL+tt.path+"?token=x", Allowed{"127.0.0.1"}, rec.sink)
+			res, err := New(Config{}, nil).Fetch(t.Context(), s.URL+tt.path+"?token=x", Allowed{s.hostPort()}, rec.sink)
 			if err != nil {
 				t.Fatalf("Fetch: %v", err)
 			}
@@ -611,7 +611,7 @@ func TestFetch_ResultAndSinkMetadata(t *testing.T) {
 		io.WriteString(w, "hello")
 	})
 	var rec recorder
-	res, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/a.txt", Allowed{"127.0.0.1"}, rec.sink)
+	res, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/a.txt", Allowed{s.hostPort()}, rec.sink)
 	if err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
@@ -628,7 +628,7 @@ func TestFetch_ResultAndSinkMetadata(t *testing.T) {
 func TestFetch_SinkErrorPassedThrough(t *testing.T) {
 	s := newServer(t, serveText("hello"))
 	storeFull := profile.Errorf(profile.CodeInternal, "file store full")
-	_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{"127.0.0.1"}, func(r io.Reader, _ string, _ int64) error {
+	_, err := New(Config{}, nil).Fetch(t.Context(), s.URL+"/x", Allowed{s.hostPort()}, func(r io.Reader, _ string, _ int64) error {
 		io.Copy(io.Discard, r)
 		return storeFull
 	})
@@ -649,7 +649,7 @@ func TestFetch_CanceledContext(t *testing.T) {
 		cancel()
 	}()
 	var rec recorder
-	_, err := New(Config{}, nil).Fetch(ctx, s.URL+"/x", Allowed{"127.0.0.1"}, rec.sink)
+	_, err := New(Config{}, nil).Fetch(ctx, s.URL+"/x", Allowed{s.hostPort()}, rec.sink)
 	wantCode(t, err, profile.CodeFileDownloadFailed)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want it to wrap context.Canceled", err)
