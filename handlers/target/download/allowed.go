@@ -67,7 +67,7 @@ type entry struct {
 	name     string     // lower-case host name without trailing dot, or the suffix of a wildcard
 	addr     netip.Addr // valid for an IP entry
 	wildcard bool       // "*." + name
-	port     int        // 0: any port
+	port     int        // 0: the URL scheme's port
 }
 
 // host is a parsed URL host.

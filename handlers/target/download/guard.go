@@ -31,7 +31,7 @@ func internal(ip netip.Addr) bool {
 // literalsKey carries, in a download's context, the addresses its channel allowed literally.
 type literalsKey struct{}
 
-// literals are the IP entries of a, with their port (0: any port).
+// literals are the IP entries of a, with their port (0: no port named; the URL check already held the URL to its scheme's port).
 func (a Allowed) literals() []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, raw := range a {
