@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ximd/ximd/pipeline/node"
+	"github.com/ximd/ximd/pipeline/xagent"
 )
 
 var errUsage = errors.New("usage")
@@ -60,6 +63,17 @@ func (c *connFlags) resolve() error {
 	}
 	c.token = strings.TrimSpace(string(b))
 	return nil
+}
+
+// dial connects to the edge's packet stream as xAgent (within 10s); resolve first.
+func (c *connFlags) dial(ctx context.Context) (*xagent.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a, err := xagent.Dial(dctx, c.addr, c.token)
+	if err != nil {
+		return nil, fmt.Errorf("connect ws://%s/v1/ws: %w", c.addr, err)
+	}
+	return a, nil
 }
 
 // httpAddr turns an -http value (http://host:port, host:port, with or without a trailing /)

@@ -38,11 +38,9 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *invocationID == "" {
 		*invocationID = xagent.NewID("inv")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	a, err := xagent.Dial(dctx, cf.addr, cf.token)
+	a, err := cf.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("connect ws://%s/v1/ws: %w", cf.addr, err)
+		return err
 	}
 	defer a.Close()
 	fmt.Fprintf(stdout, "-> %-12s %s %s %s\n", profile.TypeToolInvoke, *invocationID, *tool, arguments)

@@ -37,11 +37,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *messageID == "" {
 		*messageID = xagent.NewID("msg")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	a, err := xagent.Dial(dctx, cf.addr, cf.token)
+	a, err := cf.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("connect ws://%s/v1/ws: %w", cf.addr, err)
+		return err
 	}
 	defer a.Close()
 	show := func(dir string, typ string, payload any) {
