@@ -13,11 +13,7 @@ import (
 func TestInvokeRunsATool(t *testing.T) {
 	t.Parallel()
 	n := startTestNode(t, nil)
-	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg := startTarget(t)
 	if err := n.OpenChannel("cch_invoke", tg.Config("none", "none")); err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +39,7 @@ func TestInvokeRunsATool(t *testing.T) {
 func TestAgentSendsAFileWithTheFileTool(t *testing.T) {
 	t.Parallel()
 	n := startTestNode(t, nil)
-	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg := startTarget(t)
 	if err := n.OpenChannel("cch_filetool", tg.Config("none", "none")); err != nil {
 		t.Fatal(err)
 	}

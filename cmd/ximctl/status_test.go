@@ -34,11 +34,7 @@ func TestStatus_ShowsChannelPendingFailureAndLag(t *testing.T) {
 	}
 	worker := startTestNode(t, role(node.RoleWorker))
 	gw := startTestNode(t, role(node.RoleGateway))
-	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg := startTarget(t)
 	const ch = "cch_status"
 	if err := gw.OpenChannel(ch, tg.Config("none", "none")); err != nil {
 		t.Fatal(err)

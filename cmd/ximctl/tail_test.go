@@ -17,11 +17,7 @@ import (
 func TestTail_ShowsOneChannelBothWays(t *testing.T) {
 	t.Parallel()
 	n := startTestNode(t, nil)
-	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg := startTarget(t)
 	const mine, other = "cch_tail_mine", "cch_tail_other"
 	for _, ch := range []string{mine, other} {
 		if err := n.OpenChannel(ch, tg.Config("edit", "none")); err != nil {

@@ -42,6 +42,17 @@ func startTestNode(t *testing.T, mutate func(*node.Config)) *testkit.Node {
 	return n
 }
 
+// startTarget starts a loopback webhook target (secret "s3cr3t"), closed when the test ends.
+func startTarget(t *testing.T) *testkit.Target {
+	t.Helper()
+	tg, err := testkit.NewTarget("s3cr3t", testkit.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	return tg
+}
+
 // command runs one ximctl command in the background, as main would, until the test ends.
 type command struct {
 	stdout, stderr testkit.SyncBuffer
