@@ -34,6 +34,10 @@ type ServerConfig struct {
 	// laptop), listen on a free one instead of failing (the default ports; an explicit port
 	// fails at once with a *PortInUseError).
 	PortFallback, MonitorPortFallback bool
+	// UserNkeys are the public keys of the nkey users allowed in, with every permission (the
+	// node's own user: EnsureUserSeed). Empty: anonymous clients are allowed, which only tests
+	// and benchmarks on a throwaway server want.
+	UserNkeys []string
 }
 
 // PortInUseError reports a port the embedded server cannot listen on.
@@ -122,6 +126,9 @@ func StartServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 		SyncInterval: cfg.SyncInterval,
 		SyncAlways:   cfg.SyncAlways,
 		NoSigs:       true,
+	}
+	for _, pub := range cfg.UserNkeys {
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub})
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

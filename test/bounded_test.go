@@ -344,7 +344,7 @@ func TestBounded_CompletedIDsAtHighCardinality(t *testing.T) {
 	}
 
 	// The bucket is bounded as configured: TTL and max bytes, new writes refused when full.
-	nc, err := nats.Connect(e.node.NATSURL())
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestBounded_CompletedStoreFullRefusesNewFinals(t *testing.T) {
 	_, ack := e.final(msg("m_first", "x"))
 	wantAck(t, ack, profile.AckAccepted, "")
 	// Fill the bucket with other records (as many completed messages would), quickly.
-	nc, err := nats.Connect(e.node.NATSURL())
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -578,7 +578,7 @@ func TestSecrets_NeverInLogsOrResponses(t *testing.T) {
 	}
 	secrets := map[string]string{"token": n.Token, "webhook secret": tg.Secret}
 	// The file-link signing key, in every encoding a log line might use.
-	key := signingKey(t, n.NATSURL())
+	key := signingKey(t, n.NATSURL(), n.NATSOptions()...)
 	secrets["signing key (hex)"] = hex.EncodeToString(key)
 	secrets["signing key (base64)"] = base64.StdEncoding.EncodeToString(key)
 	secrets["signing key (raw)"] = string(key)

@@ -21,7 +21,7 @@ import (
 // the test ends), to leave there what a killed worker would.
 func messageRecords(t *testing.T, e *env) jetstream.KeyValue {
 	t.Helper()
-	nc, err := nats.Connect(e.node.NATSURL())
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

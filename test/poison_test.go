@@ -19,7 +19,7 @@ import (
 func TestFinal_InfrastructureFailureIsPoisonedAndAnsweredRetryable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	nc, err := nats.Connect(e.node.NATSURL())
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,25 @@ func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
 		t.Fatalf("ack %+v %v %v", env, err, aerr)
 	}
 	a.Close()
-	signingKey := readSigningKey(t, logs.String())
+	// NATS is inside the trust boundary: the embedded server admits only the user whose seed ximd
+	// wrote into the data dir (0600); an anonymous client is refused.
+	seedFile := filepath.Join(dir, node.NATSSeedFile)
+	if st, err := os.Stat(seedFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("nats seed file: %v %v", st, err)
+	}
+	seed, _ := os.ReadFile(seedFile)
+	natsURL := clientURLOf(t, logs.String())
+	if nc, err := nats.Connect(natsURL, nats.MaxReconnects(0)); err == nil || !errors.Is(err, nats.ErrAuthorization) {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Fatalf("anonymous client on the embedded NATS: %v, want an authorization violation", err)
+	}
+	auth, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signingKey := signingKey(t, natsURL, auth)
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -120,7 +138,7 @@ func TestProcess_RunsFromEnvGeneratesTokenAndDrainsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(out, tokenFile) && !strings.Contains(out, "agent-token") {
 		t.Fatalf("the token file's path is not logged:\n%s", out)
 	}
-	for _, secret := range []string{token, tg.Secret, hex.EncodeToString(signingKey), base64.StdEncoding.EncodeToString(signingKey), base64.RawURLEncoding.EncodeToString(signingKey)} {
+	for _, secret := range []string{token, tg.Secret, strings.TrimSpace(string(seed)), hex.EncodeToString(signingKey), base64.StdEncoding.EncodeToString(signingKey), base64.RawURLEncoding.EncodeToString(signingKey)} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("a secret is in the logs")
 		}
@@ -148,21 +166,20 @@ func TestProcess_BadConfigurationExits2NamingVariables(t *testing.T) {
 	}
 }
 
-// readSigningKey reads the file-link signing key from the process's embedded NATS (its client URL
-// is in the logs).
-func readSigningKey(t *testing.T, logs string) []byte {
+// clientURLOf is the embedded NATS client URL a process logged.
+func clientURLOf(t *testing.T, logs string) string {
 	t.Helper()
 	m := regexp.MustCompile(`"client_url":"(nats://[^"]+)"`).FindStringSubmatch(logs)
 	if m == nil {
 		t.Fatalf("no client_url in the logs:\n%s", logs)
 	}
-	return signingKey(t, m[1])
+	return m[1]
 }
 
 // signingKey reads the cluster's file-link signing key from KV xim_config.
-func signingKey(t *testing.T, natsURL string) []byte {
+func signingKey(t *testing.T, natsURL string, auth ...nats.Option) []byte {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect(natsURL, auth...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +220,7 @@ func TestEmbeddedNATS_TakenDefaultPortsFallBack(t *testing.T) {
 		}
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, node.NATSURLFile))
-	nc, err := nats.Connect(strings.TrimSpace(string(raw)))
+	nc, err := nats.Connect(strings.TrimSpace(string(raw)), n.NATSOptions()...)
 	if err != nil {
 		t.Fatalf("the written URL does not reach the server: %v", err)
 	}

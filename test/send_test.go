@@ -517,7 +517,7 @@ func TestSend_FailedMessageLeavesNoFiles(t *testing.T) {
 	if status != http.StatusUnprocessableEntity || body["code"] != profile.CodeFileDownloadFailed {
 		t.Fatalf("post: %d %v, want 422", status, body)
 	}
-	nc, err := nats.Connect(e.node.NATSURL())
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

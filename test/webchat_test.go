@@ -52,7 +52,14 @@ func pageLink(t *testing.T, n *testkit.Node, id string) (path, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Path, u.Query().Get("k")
+	if u.RawQuery != "" {
+		t.Fatalf("page link %s has a query string: the secret belongs in the fragment", path)
+	}
+	frag, err := url.ParseQuery(u.Fragment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path, frag.Get("k")
 }
 
 // pageCall calls a page route with the secret in the X-Webchat-Key header ("" for none).
@@ -113,7 +120,8 @@ func events(t *testing.T, n *testkit.Node, path, key string, lastID string, done
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addr+path+"/events?k="+url.QueryEscape(key), nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addr+path+"/events", nil)
+	req.Header.Set("X-Webchat-Key", key)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
@@ -177,7 +185,7 @@ func TestWebchat_PageRoutesNeedTheSecret(t *testing.T) {
 	ref, _ := m["file_ref"].(string)
 
 	routes := []struct{ method, path, ctype string }{
-		{http.MethodGet, path, ""},
+		{http.MethodPost, path + "/session", ""},
 		{http.MethodGet, path + "/info", ""},
 		{http.MethodGet, path + "/events", ""},
 		{http.MethodPost, path + "/messages", "application/json"},
@@ -210,9 +218,54 @@ func TestWebchat_PageRoutesNeedTheSecret(t *testing.T) {
 		}
 	}
 
-	// The secret also works as ?k= (the browser's EventSource and <img> cannot set headers).
-	if status, _ := pageCall(t, n, http.MethodGet, path+"/info?k="+url.QueryEscape(key), "", "", nil); status != http.StatusOK {
-		t.Fatalf("info with ?k=: %d", status)
+	// The page itself is served to anyone and holds nothing of the channel (not its title).
+	status, body := pageCall(t, n, http.MethodGet, path, "", "", nil)
+	if status != http.StatusOK || strings.Contains(string(body), "Auth") || !strings.Contains(string(body), "ximd webchat") {
+		t.Fatalf("page without secret: %d %s", status, body)
+	}
+	// A query string is no place for the secret: not accepted.
+	if status, _ := pageCall(t, n, http.MethodGet, path+"/info?k="+url.QueryEscape(key), "", "", nil); status != http.StatusUnauthorized {
+		t.Fatalf("info with ?k=: %d, want 401", status)
+	}
+	// POST /session trades the header for an HttpOnly cookie scoped to the channel's routes,
+	// which GETs accept (EventSource and <img> cannot set headers) and POSTs do not (a forged
+	// form from another site would carry the cookie, never the header).
+	req, _ := http.NewRequest(http.MethodPost, "http://"+n.Addr+path+"/session", nil)
+	req.Header.Set("X-Webchat-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusNoContent || len(cookies) != 1 {
+		t.Fatalf("session: %d %v", resp.StatusCode, cookies)
+	}
+	c := cookies[0]
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != path+"/" || c.Value != key {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path %s/", c, path)
+	}
+	withCookie := func(method, route string, cookie *http.Cookie, body []byte) int {
+		req, _ := http.NewRequest(method, "http://"+n.Addr+path+route, bytes.NewReader(body))
+		req.AddCookie(cookie)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, route := range []string{"/info", "/files/" + ref} {
+		if got := withCookie(http.MethodGet, route, c, nil); got != http.StatusOK {
+			t.Fatalf("GET %s with the cookie: %d, want 200", route, got)
+		}
+	}
+	if got := withCookie(http.MethodPost, "/messages", c, []byte(`{"client_id":"client-cookie-only","text":"forged"}`)); got != http.StatusUnauthorized {
+		t.Fatalf("POST /messages with only the cookie: %d, want 401", got)
+	}
+	if got := withCookie(http.MethodGet, "/info", &http.Cookie{Name: c.Name, Value: otherKey}, nil); got != http.StatusForbidden {
+		t.Fatalf("GET /info with another channel's secret in the cookie: %d, want 403", got)
 	}
 	// The link needs the bearer token, and exists only for webchat channels.
 	if status, _, _ := n.DoAuth(http.MethodGet, "/v1/channels/wc-auth/webchat", nil, ""); status != http.StatusUnauthorized {
@@ -478,7 +531,7 @@ func TestWebchat_StreamedAnswerLiveAndReplayed(t *testing.T) {
 	}
 
 	// The Reconciler reads the same state, from any process.
-	nc, err := nats.Connect(n.NATSURL())
+	nc, err := nats.Connect(n.NATSURL(), n.NATSOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +593,8 @@ func TestWebchat_QuotasAnswer429(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	open := func() *http.Response {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.node.Addr+path+"/events?k="+url.QueryEscape(key), nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.node.Addr+path+"/events", nil)
+		req.Header.Set("X-Webchat-Key", key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -71,7 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.Store.Partitions = *partitions
 		c.EditInterval = *editInterval
 	}
-	n, natsURL, stop, err := startBenchNodes(ctx, dir, *workers, mutate)
+	n, stop, err := startBenchNodes(ctx, dir, *workers, mutate)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	rep, err := load.Run(ctx, cfg, load.Env{Node: n, NATSURL: natsURL})
+	rep, err := load.Run(ctx, cfg, load.Env{Node: n})
 	stopProgress()
 	if err != nil {
 		return err
@@ -107,18 +107,18 @@ func topology(workers int) string {
 
 // startBenchNodes starts the ximd under test: one all-in-one node, or a NATS server, a gateway
 // and the given number of workers, once the workers share the partitions. It returns the node
-// whose edge the load drives, the NATS URL and a function that stops everything.
-func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*node.Config)) (*testkit.Node, string, func(), error) {
+// whose edge the load drives and a function that stops everything.
+func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*node.Config)) (*testkit.Node, func(), error) {
 	if workers == 0 {
 		n, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir, Mutate: mutate})
 		if err != nil {
-			return nil, "", nil, err
+			return nil, nil, err
 		}
-		return n, n.NATSURL(), func() { _ = n.Stop() }, nil
+		return n, func() { _ = n.Stop() }, nil
 	}
 	srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: filepath.Join(dir, "nats"), Port: -1}, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, err
 	}
 	var nodes []*testkit.Node
 	stop := func() {
@@ -143,7 +143,7 @@ func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*
 	}
 	if err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, nil, err
 	}
 	// Settled: every worker hears the others, and every partition has only its owner's pull
 	// waiting (the pulls a worker made while it still served every partition have expired), so
@@ -151,13 +151,13 @@ func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, nil, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, nil, err
 	}
 	settled := func() bool {
 		for _, w := range nodes[1:] {
@@ -180,8 +180,8 @@ func startBenchNodes(ctx context.Context, dir string, workers int, mutate func(*
 	for deadline := time.Now().Add(15 * time.Second); !settled(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return nil, "", nil, fmt.Errorf("the %d workers did not share the partitions within 15s", workers)
+			return nil, nil, fmt.Errorf("the %d workers did not share the partitions within 15s", workers)
 		}
 	}
-	return gw, srv.ClientURL(), stop, nil
+	return gw, stop, nil
 }

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/pipeline/xagent"
 )
@@ -92,23 +95,75 @@ func httpAddr(v string) (string, error) {
 	return s, nil
 }
 
-// natsFlag registers -nats, the NATS server ximd uses.
-func natsFlag(fs *flag.FlagSet) *string {
-	return fs.String("nats", defaultNATS(), "NATS server URL (default: $XIM_NATS_URL, else the embedded server's address in $XIM_DATA_DIR/"+node.NATSURLFile+" (./data), else "+defaultNATSURL+")")
+// natsFlags are -nats, -creds and -nats-ca: the NATS server ximd uses and how to log in to it.
+type natsFlags struct{ url, creds, ca *string }
+
+func natsFlag(fs *flag.FlagSet) natsFlags {
+	dataDir := envOr("XIM_DATA_DIR", "./data")
+	return natsFlags{
+		url:   fs.String("nats", defaultNATS(dataDir), "NATS server URL (default: $XIM_NATS_URL, else the embedded server's address in $XIM_DATA_DIR/"+node.NATSURLFile+" (./data), else "+defaultNATSURL+")"),
+		creds: fs.String("creds", defaultCreds(dataDir), "NATS .creds or nkey seed file (default: $XIM_NATS_CREDS, else the embedded server's $XIM_DATA_DIR/"+node.NATSSeedFile+" when it exists)"),
+		ca:    fs.String("nats-ca", os.Getenv("XIM_NATS_CA"), "PEM roots of a TLS NATS server (default: $XIM_NATS_CA)"),
+	}
+}
+
+// connect dials the server with the credentials.
+func (f natsFlags) connect(opts ...nats.Option) (*nats.Conn, error) {
+	auth, err := pipeline.Credentials{File: *f.creds, CA: *f.ca}.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(*f.url, append(auth, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", f.redacted(), err)
+	}
+	return nc, nil
+}
+
+// redacted is the URL without a password or token, fit for output.
+func (f natsFlags) redacted() string { return redactURLs(*f.url) }
+
+// redactURLs hides the user info of each URL in a comma-separated list.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // defaultNATS is $XIM_NATS_URL, else the URL a running all-in-one ximd wrote into its data dir
 // (its embedded server falls back to a free port when 4222 is taken), else defaultNATSURL.
-func defaultNATS() string {
+func defaultNATS(dataDir string) string {
 	if v := os.Getenv("XIM_NATS_URL"); v != "" {
 		return v
 	}
-	if b, err := os.ReadFile(filepath.Join(envOr("XIM_DATA_DIR", "./data"), node.NATSURLFile)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dataDir, node.NATSURLFile)); err == nil {
 		if u := strings.TrimSpace(string(b)); u != "" {
 			return u
 		}
 	}
 	return defaultNATSURL
+}
+
+// defaultCreds is $XIM_NATS_CREDS, else (no $XIM_NATS_URL: the embedded server) the seed ximd
+// keeps in its data dir, when there is one.
+func defaultCreds(dataDir string) string {
+	if v := os.Getenv("XIM_NATS_CREDS"); v != "" || os.Getenv("XIM_NATS_URL") != "" {
+		return v
+	}
+	if seed := filepath.Join(dataDir, node.NATSSeedFile); fileExists(seed) {
+		return seed
+	}
+	return ""
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // channelFlag registers -channel, a connector_channel_id.

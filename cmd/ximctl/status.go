@@ -65,7 +65,7 @@ type consumerStatus struct {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ximctl status", flag.ContinueOnError)
-	natsURL := natsFlag(fs)
+	nf := natsFlag(fs)
 	var cf connFlags
 	cf.register(fs)
 	channel := channelFlag(fs, "to show (default: every channel)")
@@ -94,7 +94,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	rep := collectStatus(ctx, *natsURL, useHTTP, cf, *channel)
+	rep := collectStatus(ctx, nf, useHTTP, cf, *channel)
 	nothing := len(rep.Channels) == 0 && len(rep.Streams) == 0 && len(rep.Errors) > 0
 	switch {
 	case nothing && !*asJSON: // no table to show
@@ -114,13 +114,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // collectStatus reads everything it can; what failed is listed in Errors.
-func collectStatus(ctx context.Context, natsURL string, useHTTP bool, cf connFlags, only string) statusReport {
-	rep := statusReport{NATS: natsURL, ChannelsFrom: "kv", Channels: []channelStatus{}, Streams: []streamStatus{}}
+func collectStatus(ctx context.Context, nf natsFlags, useHTTP bool, cf connFlags, only string) statusReport {
+	rep := statusReport{NATS: nf.redacted(), ChannelsFrom: "kv", Channels: []channelStatus{}, Streams: []streamStatus{}}
 	fail := func(what string, err error) { rep.Errors = append(rep.Errors, what+": "+err.Error()) }
 	var js jetstream.JetStream
-	nc, err := nats.Connect(natsURL, nats.Name("ximctl-status"), nats.Timeout(5*time.Second))
+	nc, err := nf.connect(nats.Name("ximctl-status"), nats.Timeout(5*time.Second))
 	if err != nil {
-		fail("nats "+natsURL, err)
+		fail("nats", err)
 	} else {
 		defer nc.Close()
 		if js, err = jetstream.New(nc); err != nil {

@@ -163,3 +163,24 @@ func TestStatus_ShowsChannelPendingFailureAndLag(t *testing.T) {
 		t.Fatal("status printed the target's secret")
 	}
 }
+
+// Against an all-in-one node, ximctl finds the embedded NATS server and its credentials in
+// XIM_DATA_DIR without flags; without the credentials the server refuses it, and the error says so.
+func TestStatus_EmbeddedServerCredentialsFromTheDataDir(t *testing.T) {
+	n := startTestNode(t, nil)
+	t.Setenv("XIM_NATS_URL", "")
+	t.Setenv("XIM_NATS_CREDS", "")
+	t.Setenv("XIM_DATA_DIR", n.DataDir)
+	code, out, errOut := runCommand(t, "status", "-json")
+	if code != 0 {
+		t.Fatalf("status with the data dir's credentials exited %d: %s%s", code, out, errOut)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Streams) == 0 {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	code, out, errOut = runCommand(t, "status", "-json", "-creds", "")
+	if code == 0 || !strings.Contains(out+errOut, "Authorization Violation") {
+		t.Fatalf("status without credentials exited %d, want an authorization violation:\n%s%s", code, out, errOut)
+	}
+}

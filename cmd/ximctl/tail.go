@@ -32,7 +32,7 @@ const excerptRunes = 48
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ximctl tail", flag.ContinueOnError)
-	natsURL := natsFlag(fs)
+	nf := natsFlag(fs)
 	channel := channelFlag(fs, "to show (required unless -all)")
 	all := fs.Bool("all", false, "show every channel")
 	setUsage(fs, stderr, "-channel ID [flags]", "Prints one line per packet of a channel as it passes through NATS, both ways; read-only.")
@@ -47,12 +47,12 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *channel != "" && !profile.ValidChannelID(*channel) {
 		return fmt.Errorf("-channel %q: not a connector_channel_id", *channel)
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("ximctl-tail"), nats.MaxReconnects(-1),
+	nc, err := nf.connect(nats.Name("ximctl-tail"), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			fmt.Fprintf(stderr, "ximctl tail: %v\n", err) // e.g. a slow consumer: packets were skipped
 		}))
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", *natsURL, err)
+		return err
 	}
 	defer nc.Close()
 	t := &tailer{channel: *channel, out: stdout, now: time.Now, attempts: map[string]int{}}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"
 )
@@ -24,7 +26,7 @@ func TestTail_ShowsOneChannelBothWays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tail := startCommand(t, "tail", "-channel", mine, "-nats", n.NATSURL())
+	tail := startCommand(t, "tail", "-channel", mine, "-nats", n.NATSURL(), "-creds", filepath.Join(n.DataDir, node.NATSSeedFile))
 	pollUntil(t, "tail subscribed", func() bool { return strings.Contains(tail.stderr.String(), "tailing channel "+mine) })
 
 	ctx := context.Background()

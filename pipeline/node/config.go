@@ -28,9 +28,13 @@ const (
 type Config struct {
 	Role Role
 
-	HTTPAddr   string // XIM_HTTP_ADDR
-	DataDir    string // XIM_DATA_DIR
-	NATSURL    string // XIM_NATS_URL
+	HTTPAddr string // XIM_HTTP_ADDR
+	DataDir  string // XIM_DATA_DIR
+	NATSURL  string // XIM_NATS_URL
+	// NATSCreds (XIM_NATS_CREDS) is the .creds or nkey seed file presented to XIM_NATS_URL; the
+	// embedded server always uses the seed ximd keeps in the data dir (NATSSeedFile).
+	NATSCreds  string
+	NATSCA     string // XIM_NATS_CA: PEM roots for a TLS XIM_NATS_URL
 	AgentToken string // XIM_AGENT_TOKEN (empty: <data dir>/agent-token)
 	PublicURL  string // XIM_PUBLIC_URL
 	LogLevel   string // XIM_LOG_LEVEL
@@ -157,6 +161,8 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	str("XIM_HTTP_ADDR", &c.HTTPAddr)
 	str("XIM_DATA_DIR", &c.DataDir)
 	str("XIM_NATS_URL", &c.NATSURL)
+	str("XIM_NATS_CREDS", &c.NATSCreds)
+	str("XIM_NATS_CA", &c.NATSCA)
 	c.AgentToken = getenv("XIM_AGENT_TOKEN")
 	str("XIM_PUBLIC_URL", &c.PublicURL)
 	str("XIM_LOG_LEVEL", &c.LogLevel)

@@ -13,6 +13,9 @@ import (
 const (
 	NATSURLFile        = "nats.url"
 	NATSMonitorURLFile = "nats-monitor.url"
+	// NATSSeedFile is the nkey user seed (mode 0600) the embedded server admits: ximd, ximctl
+	// and `nats --nkey` connect with it. Whoever reads it can act as xAgent.
+	NATSSeedFile = "nats.nk"
 )
 
 // writeNATSURLs writes the embedded server's URLs into dir and returns the function that removes

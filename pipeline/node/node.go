@@ -48,10 +48,11 @@ type Node struct {
 	logger *slog.Logger
 	reg    *prometheus.Registry
 
-	ready    chan struct{}
-	httpAddr string
-	natsURL  string
-	token    string
+	ready     chan struct{}
+	httpAddr  string
+	natsURL   string
+	natsCreds pipeline.Credentials
+	token     string
 }
 
 // New validates cfg and returns a node; Run starts it.
@@ -77,6 +78,15 @@ func (n *Node) HTTPAddr() string { return n.httpAddr }
 // NATSURL is the NATS URL the node uses (the embedded server's when it runs one).
 func (n *Node) NATSURL() string { return n.natsURL }
 
+// NATSOptions are the client options that authenticate to NATSURL as this node does.
+func (n *Node) NATSOptions() []nats.Option {
+	opts, err := n.natsCreds.Options()
+	if err != nil { // read at start; gone since (the data dir removed under a running node)
+		n.logger.Warn("nats_credentials_unreadable", "err", err)
+	}
+	return opts
+}
+
 // Metrics is the node's Prometheus registry (what GET /metrics serves).
 func (n *Node) Metrics() prometheus.Gatherer { return n.reg }
 
@@ -98,9 +108,14 @@ func (n *Node) Run(ctx context.Context) error {
 	var err error
 	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
 	if n.cfg.NATSURL == "" {
+		seedFile := filepath.Join(n.cfg.DataDir, NATSSeedFile)
+		user, err := pipeline.EnsureUserSeed(seedFile, n.logger)
+		if err != nil {
+			return err
+		}
 		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort,
 			PortFallback: !n.cfg.NATSPortSet, MonitorPortFallback: !n.cfg.NATSMonitorPortSet,
-			SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways}, n.logger)
+			SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways, UserNkeys: []string{user}}, n.logger)
 		var inUse *pipeline.PortInUseError
 		if errors.As(err, &inUse) {
 			name := map[string]string{"client": "XIM_NATS_PORT", "monitor": "XIM_NATS_MONITOR_PORT"}[inUse.Which]
@@ -110,20 +125,28 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		}
 		closers = append(closers, func(context.Context) { srv.Shutdown() })
-		n.natsURL = srv.ClientURL()
-		n.logger.Info("nats_embedded", "client_url", srv.ClientURL(), "monitor_url", srv.MonitorURL(), "store_dir", filepath.Join(n.cfg.DataDir, "jetstream"))
+		n.natsURL, n.natsCreds = srv.ClientURL(), pipeline.Credentials{File: seedFile}
+		n.logger.Info("nats_embedded", "client_url", srv.ClientURL(), "monitor_url", srv.MonitorURL(),
+			"store_dir", filepath.Join(n.cfg.DataDir, "jetstream"), "credentials", seedFile)
 		remove, err := writeNATSURLs(n.cfg.DataDir, srv.ClientURL(), srv.MonitorURL())
 		if err != nil {
 			return err
 		}
 		closers = append(closers, func(context.Context) { remove() })
-		nc, err = pipeline.Connect(srv.ClientURL(), name, n.logger, srv.InProcess())
+		auth, err := n.natsCreds.Options()
 		if err != nil {
 			return err
 		}
+		if nc, err = pipeline.Connect(srv.ClientURL(), name, n.logger, append(auth, srv.InProcess())...); err != nil {
+			return err
+		}
 	} else {
-		n.natsURL = n.cfg.NATSURL
-		if nc, err = pipeline.Connect(n.cfg.NATSURL, name, n.logger); err != nil {
+		n.natsURL, n.natsCreds = n.cfg.NATSURL, pipeline.Credentials{File: n.cfg.NATSCreds, CA: n.cfg.NATSCA}
+		auth, err := n.natsCreds.Options()
+		if err != nil {
+			return fmt.Errorf("XIM_NATS_CREDS / XIM_NATS_CA: %w", err)
+		}
+		if nc, err = pipeline.Connect(n.cfg.NATSURL, name, n.logger, auth...); err != nil {
 			return err
 		}
 	}
@@ -214,6 +237,13 @@ func (n *Node) provision(ctx context.Context, js jetstream.JetStream) error {
 		acancel()
 		if err == nil {
 			return nil
+		}
+		if nc := js.Conn(); nc.IsClosed() { // given up: refused credentials, most likely
+			err := nc.LastError()
+			if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+				return fmt.Errorf("nats refused the credentials (XIM_NATS_CREDS, or the user in XIM_NATS_URL): %w", err)
+			}
+			return fmt.Errorf("nats connection closed: %v", err)
 		}
 		if pctx.Err() != nil {
 			return fmt.Errorf("provision: %w", err)

@@ -88,11 +88,9 @@ func (r Report) String() string {
 
 func round(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 
-// Env is what a run drives: a ximd edge, its NATS server, and the webhook target the channels
-// are bound to.
+// Env is what a run drives: a ximd edge (the raw baseline publishes to its NATS server).
 type Env struct {
-	Node    *testkit.Node
-	NATSURL string
+	Node *testkit.Node
 }
 
 // Run performs the phases in order: raw baseline, max deltas, max finals, half-load finals,
@@ -114,7 +112,7 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 		r.channels = append(r.channels, ch)
 	}
 	r.phase = PhaseRaw
-	if rep.RawPublishPerSec, err = rawPublish(ctx, e.NATSURL, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
+	if rep.RawPublishPerSec, err = rawPublish(ctx, e.Node, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
 		return rep, fmt.Errorf("raw baseline: %w", err)
 	}
 	r.progress("raw JetStream async publish: %.0f msg/s", rep.RawPublishPerSec)
@@ -386,8 +384,8 @@ func (r *runner) drainAcks(pending map[string]bool, _ []time.Duration) error {
 
 // rawPublish measures JetStream async publishes of size-byte payloads to a scratch file stream.
 // tick(done, n) is called after each publish.
-func rawPublish(ctx context.Context, url string, n, size int, tick func(done, total int)) (float64, error) {
-	nc, err := nats.Connect(url, nats.Name("ximctl-bench-raw"))
+func rawPublish(ctx context.Context, node *testkit.Node, n, size int, tick func(done, total int)) (float64, error) {
+	nc, err := nats.Connect(node.NATSURL(), append(node.NATSOptions(), nats.Name("ximctl-bench-raw"))...)
 	if err != nil {
 		return 0, err
 	}

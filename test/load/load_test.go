@@ -23,7 +23,7 @@ func startNode(tb testing.TB) *testkit.Node {
 func TestRun_SmallLoadReportsEveryFigure(t *testing.T) {
 	n := startNode(t)
 	cfg := load.Config{Channels: 2, Messages: 2, Deltas: 10, Finals: 200, DeltaBytes: 8, Window: 32, PacedDuration: 200 * time.Millisecond, RawMessages: 2000}
-	rep, err := load.Run(context.Background(), cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+	rep, err := load.Run(context.Background(), cfg, load.Env{Node: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	n := startNode(b)
 	cfg := load.DefaultConfig()
 	for i := 0; i < b.N; i++ {
-		rep, err := load.Run(context.Background(), cfg, load.Env{Node: n, NATSURL: n.NATSURL()})
+		rep, err := load.Run(context.Background(), cfg, load.Env{Node: n})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,10 +18,11 @@ import (
 // Node is an in-process all-in-one ximd on loopback with an embedded JetStream server.
 type Node struct {
 	*node.Node
-	Token  string
-	Addr   string
-	cancel context.CancelFunc
-	done   chan error
+	Token   string
+	Addr    string
+	DataDir string
+	cancel  context.CancelFunc
+	done    chan error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -71,7 +72,7 @@ func StartNode(opts NodeOptions) (*Node, error) {
 		cancel()
 		return nil, fmt.Errorf("node not ready within 30s")
 	}
-	tn.Token, tn.Addr = n.Token(), n.HTTPAddr()
+	tn.Token, tn.Addr, tn.DataDir = n.Token(), n.HTTPAddr(), cfg.DataDir
 	return tn, nil
 }
 

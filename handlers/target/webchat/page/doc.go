@@ -3,9 +3,14 @@
 // and the user's messages and files, which take the same send path as the webhook inbound
 // route (file store, then the outbox: a user chat.message pending until xAgent acks it).
 //
-// Routes (no bearer token; each needs the channel's page secret as ?k= or X-Webchat-Key):
+// Routes (no bearer token). The page itself holds nothing of the channel and is served to
+// anyone; every other route needs the channel's page secret in the X-Webchat-Key header, or (a
+// GET only) in the HttpOnly cookie POST /session sets. The link carries the secret in its
+// fragment (/webchat/{channel}#k=…), never in a query string, so no request line, access log,
+// proxy or Referer ever holds it.
 //
 //	GET  /webchat/{channel}               the page
+//	POST /webchat/{channel}/session       secret in the header -> 204, cookie ximd_webchat (HttpOnly, SameSite=Strict, Path /webchat/{channel}/)
 //	GET  /webchat/{channel}/info          {"connector_channel_id","title","max_file_bytes"}
 //	GET  /webchat/{channel}/events        text/event-stream: history, `ready`, then live items
 //	POST /webchat/{channel}/uploads       multipart "file" -> 201 file store meta

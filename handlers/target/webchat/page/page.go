@@ -28,10 +28,13 @@ var assets embed.FS
 
 var pageTmpl = template.Must(template.ParseFS(assets, "assets/index.html"))
 
-// KeyParam is the query parameter, and KeyHeader the header, that carry the page secret.
+// The page secret travels in the link's fragment (KeyFragment: never sent to a server, so never
+// in an access log, a proxy or a Referer), in the KeyHeader of the page's requests, and in the
+// HttpOnly KeyCookie that POST /session sets for what cannot send a header (EventSource, <img>).
 const (
-	KeyParam  = "k"
-	KeyHeader = "X-Webchat-Key"
+	KeyFragment = "k"
+	KeyHeader   = "X-Webchat-Key"
+	KeyCookie   = "ximd_webchat"
 )
 
 // Channels looks channels up (the channel registry).
@@ -125,7 +128,8 @@ func New(cfg Config, ch Channels, store *webchat.Store, secrets *Secrets, fs Fil
 		h.logger = slog.New(slog.DiscardHandler)
 	}
 	m := http.NewServeMux()
-	m.HandleFunc("GET /webchat/{channel}", h.guard(h.page))
+	m.HandleFunc("GET /webchat/{channel}", h.page)
+	m.HandleFunc("POST /webchat/{channel}/session", h.guard(h.session))
 	m.HandleFunc("GET /webchat/{channel}/app.js", h.asset("app.js", "text/javascript; charset=utf-8"))
 	m.HandleFunc("GET /webchat/{channel}/app.css", h.asset("app.css", "text/css; charset=utf-8"))
 	m.HandleFunc("GET /webchat/{channel}/info", h.guard(h.info))
@@ -172,18 +176,19 @@ func (h *Handler) Link(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, profile.CodeInvalidDescriptor, "channel config unreadable")
 		return
 	}
-	path := "/webchat/" + url.PathEscape(id) + "?" + KeyParam + "=" + url.QueryEscape(secret)
+	path := "/webchat/" + url.PathEscape(id) + "#" + KeyFragment + "=" + url.QueryEscape(secret)
 	writeJSON(w, http.StatusOK, map[string]string{"connector_channel_id": id, "page_url": h.cfg.PublicURL + path, "page_path": path})
 }
 
 // guard admits a request that carries the channel's page secret: none is 401, a wrong one (or
-// a channel that is not an open webchat channel, which has no valid secret) is 403.
+// a channel that is not an open webchat channel, which has no valid secret) is 403. A GET may
+// present it by the cookie; a POST only by the header, which another site cannot make a browser
+// send (so the cookie cannot be ridden by a forged form).
 func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, target.Channel)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := pageKey(r)
-		html := r.Method == http.MethodGet && !strings.Contains(r.URL.Path[len("/webchat/"):], "/")
 		if got == "" {
-			h.deny(w, html, http.StatusUnauthorized, "this page needs its link's secret (?k=…)")
+			writeError(w, http.StatusUnauthorized, profile.CodeUnauthorized, "this page needs its link's secret (the #k=… part of the link)")
 			return
 		}
 		ch, valid, err := h.valid(r.Context(), r.PathValue("channel"), got)
@@ -192,11 +197,34 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, target.Cha
 			return
 		}
 		if !valid {
-			h.deny(w, html, http.StatusForbidden, "this link is not valid (wrong secret, or the channel was closed)")
+			writeError(w, http.StatusForbidden, profile.CodeUnauthorized, "this link is not valid (wrong secret, or the channel was closed)")
 			return
 		}
 		next(w, r, ch)
 	}
+}
+
+// pageKey is the page secret a request presents: the header, else (a GET) the cookie.
+func pageKey(r *http.Request) string {
+	if k := r.Header.Get(KeyHeader); k != "" {
+		return k
+	}
+	if c, err := r.Cookie(KeyCookie); err == nil && r.Method == http.MethodGet {
+		return c.Value
+	}
+	return ""
+}
+
+// session answers POST /session (the secret in the header) with the HttpOnly cookie that
+// carries it on the page's GETs, scoped to this channel's routes.
+func (h *Handler) session(w http.ResponseWriter, r *http.Request, ch target.Channel) {
+	http.SetCookie(w, &http.Cookie{
+		Name: KeyCookie, Value: r.Header.Get(KeyHeader), Path: "/webchat/" + url.PathEscape(ch.ID) + "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || strings.HasPrefix(h.cfg.PublicURL, "https://"),
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // valid reports whether key is the page secret of an open webchat channel id.
@@ -212,24 +240,6 @@ func (h *Handler) valid(ctx context.Context, id, key string) (target.Channel, bo
 	return ch, want != "" && equal(key, want), nil
 }
 
-// pageKey is the page secret a request presents (header, else the query parameter).
-func pageKey(r *http.Request) string {
-	if k := r.Header.Get(KeyHeader); k != "" {
-		return k
-	}
-	return r.URL.Query().Get(KeyParam)
-}
-
-func (h *Handler) deny(w http.ResponseWriter, html bool, status int, msg string) {
-	if html {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, "<!doctype html><meta charset=utf-8><title>ximd webchat</title><p style=\"font-family:sans-serif\">"+template.HTMLEscapeString(msg)+"</p>")
-		return
-	}
-	writeError(w, status, profile.CodeUnauthorized, msg)
-}
-
 func (h *Handler) lookup(ctx context.Context, id string) (target.Channel, bool, error) {
 	if !profile.ValidChannelID(id) {
 		return target.Channel{}, false, nil
@@ -237,10 +247,16 @@ func (h *Handler) lookup(ctx context.Context, id string) (target.Channel, bool, 
 	return h.channels.Lookup(ctx, id)
 }
 
-func (h *Handler) page(w http.ResponseWriter, r *http.Request, ch target.Channel) {
-	c, _ := webchat.ParseConfig(ch.Target.Config)
+// page serves the page itself to anyone: it holds nothing of the channel (not even its title,
+// which /info gives once the secret is shown), so it tells nobody which channels exist.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("channel")
+	if !profile.ValidChannelID(id) {
+		writeError(w, http.StatusNotFound, profile.CodeNotFound, "no such page")
+		return
+	}
 	var buf bytes.Buffer
-	if err := pageTmpl.Execute(&buf, map[string]string{"Title": c.Title, "Channel": ch.ID}); err != nil {
+	if err := pageTmpl.Execute(&buf, map[string]string{"Channel": id}); err != nil {
 		writeError(w, http.StatusInternalServerError, profile.CodeInternal, "page template")
 		return
 	}

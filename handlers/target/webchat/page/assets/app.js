@@ -3,10 +3,15 @@
 (() => {
   'use strict';
   const $ = (s) => document.querySelector(s);
-  const key = new URLSearchParams(location.search).get('k') || '';
   const channel = document.body.dataset.channel;
   const base = '/webchat/' + encodeURIComponent(channel);
-  const withKey = (p) => base + p + (p.includes('?') ? '&' : '?') + 'k=' + encodeURIComponent(key);
+  // The link carries the page secret in its fragment (#k=…), which no request sends: the page
+  // presents it in a header, and trades it once for an HttpOnly cookie (POST /session) that
+  // carries it where a header cannot go (the event stream, images, file links). An old link
+  // with ?k= is moved to the fragment.
+  const key = new URLSearchParams(location.hash.slice(1)).get('k') || new URLSearchParams(location.search).get('k') || '';
+  if (new URLSearchParams(location.search).has('k')) history.replaceState(null, '', base + '#k=' + encodeURIComponent(key));
+  const keyHeader = key ? { 'X-Webchat-Key': key } : {};
 
   const log = $('#log'), statusLine = $('#status'), conn = $('#conn'), banner = $('#banner');
   const form = $('#composer'), input = $('#input'), sendBtn = $('#send'), fileInput = $('#file'), chips = $('#chips');
@@ -35,7 +40,8 @@
     clearTimeout(retryTimer);
     let res;
     try {
-      res = await fetch(withKey('/info'), { cache: 'no-store' });
+      res = key ? await fetch(base + '/session', { method: 'POST', headers: keyHeader }) : null;
+      if (!res || res.ok) res = await fetch(base + '/info', { cache: 'no-store', headers: keyHeader });
     } catch (e) {
       return down('Cannot reach ximd. Retrying…');
     }
@@ -67,7 +73,7 @@
   function openStream() {
     if (es) es.close();
     setConn('connecting', 'connecting…');
-    es = new EventSource(withKey('/events'));
+    es = new EventSource(base + '/events');
     es.addEventListener('item', (ev) => {
       let it;
       try { it = JSON.parse(ev.data); } catch (e) { return; }
@@ -197,7 +203,7 @@
     box.dataset.sig = sig;
     box.textContent = '';
     for (const f of files) {
-      const url = withKey('/files/' + encodeURIComponent(f.file_ref));
+      const url = base + '/files/' + encodeURIComponent(f.file_ref);
       const a = document.createElement('a');
       a.href = url;
       a.rel = 'noopener noreferrer';
@@ -231,7 +237,7 @@
       body.append('file', file, file.name);
       let res;
       try {
-        res = await fetch(withKey('/uploads'), { method: 'POST', headers: { 'X-Webchat-Key': key }, body });
+        res = await fetch(base + '/uploads', { method: 'POST', headers: keyHeader, body });
       } catch (e) {
         await sleep(delay);
         continue;
@@ -260,9 +266,9 @@
       note(el, 'sending…');
       let res;
       try {
-        res = await fetch(withKey('/messages'), {
+        res = await fetch(base + '/messages', {
           method: 'POST',
-          headers: { 'Content-Type': 'application/json', 'X-Webchat-Key': key },
+          headers: Object.assign({ 'Content-Type': 'application/json' }, keyHeader),
           body: JSON.stringify({ client_id: cid, text, file_refs: refs }),
         });
       } catch (e) {
