@@ -73,7 +73,7 @@ func NewActivity(cfg ActivityConfig, m *Metrics, logger *slog.Logger) *Activity 
 // is its stream sequence: a snapshot older than the packet that last cleared the channel's status
 // is stale and not shown (the stages run apart, so it may be processed after that packet).
 func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
-	shower, ok := b.Target.(target.ActivityShower)
+	shower, ok := target.ShowerOf(b.Target)
 	if !ok {
 		return
 	}
@@ -298,7 +298,7 @@ func (a *Activity) sweep(ctx context.Context) {
 		if err != nil {
 			continue // closed: nothing to clear
 		}
-		shower, ok := b.Target.(target.ActivityShower)
+		shower, ok := target.ShowerOf(b.Target)
 		if !ok {
 			continue
 		}

@@ -201,7 +201,7 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 		return nil, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err), nil
 	}
 	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, lastSeen: time.Now()}
-	if e, ok := b.Target.(target.Editor); ok {
+	if e, ok := target.EditorOf(b.Target); ok {
 		buf.edit = e
 	}
 	// The message may have begun before this worker held it (restart, eviction, rebalance) or
@@ -344,7 +344,7 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 			buf.mu.Unlock()
 			return
 		}
-		wait := time.Until(buf.lastCall.Add(a.cfg.EditInterval))
+		wait := time.Until(buf.lastCall.Add(max(a.cfg.EditInterval, buf.bind.Target.Capabilities().MinEditInterval)))
 		if until := a.pacer.Until(buf.key.channel); !until.IsZero() {
 			wait = max(wait, time.Until(until)) // the platform's retry-after
 		}

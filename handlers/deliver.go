@@ -304,19 +304,17 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 	}
 }
 
-// reconcile settles an in-doubt final where that is safe: ok reports whether it did (ack is its
-// answer). A target that can tell (target.Reconciler) is asked: final shown → done; the message
-// exists → the final is applied by an edit; nothing shown → delivered afresh. Otherwise a final
-// whose message was displayed (the record holds its target id) on an editable target is applied
-// again by an edit. Anything else stays in doubt.
+// reconcile settles an in-doubt final where the target's in-doubt rule makes it safe: ok
+// reports whether it did (ack is its answer). Lookup: final shown → done; the message exists →
+// the final is applied by an edit; nothing shown → delivered afresh. Dedupe (within the
+// platform's window): sent again, which cannot show two. Any rule: a final whose message was
+// displayed (the record holds its target id) on an editing target is applied again by an edit.
+// Anything else stays in doubt.
 func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64, at Place) (profile.Ack, bool, error) {
 	targetID, final := cur.TargetMessageID, false
-	if r, ok := b.Target.(target.Reconciler); ok {
+	if r, ok := target.ReconcilerOf(b.Target); ok {
 		shown, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
-		switch {
-		case errors.Is(err, target.ErrNoLookup):
-			found, shown.ID = true, cur.TargetMessageID // nothing learnt
-		case err != nil:
+		if err != nil {
 			return profile.Ack{}, false, fmt.Errorf("reconcile: %w", err)
 		}
 		if !found {
@@ -332,7 +330,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		}
 		final = shown.Final && shown.Text == msg.Text
 	}
-	if dd, ok := b.Target.(target.Deduper); ok && dd.DedupesSends() && !final && targetID == "" {
+	if dedupes(b.Target, cur) && !final && targetID == "" {
 		// The target shows one message per idempotency key: sending again cannot show two.
 		if err := d.records.Delete(ctx, key, rev); err != nil {
 			return profile.Ack{}, false, err
@@ -341,7 +339,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		ack, err := d.deliver(ctx, in, msg, b, at)
 		return ack, true, err
 	}
-	if _, canEdit := b.Target.(target.Editor); !final && (targetID == "" || !canEdit) {
+	if _, canEdit := target.EditorOf(b.Target); !final && (targetID == "" || !canEdit) {
 		return profile.Ack{}, false, nil
 	}
 	if !final {
@@ -402,12 +400,22 @@ func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev ui
 	return nil
 }
 
+// dedupes reports whether t's in-doubt rule is to send again (the platform shows one message
+// per idempotency key) and the intent in cur is still inside the platform's window.
+func dedupes(t target.Target, cur Record) bool {
+	c := t.Capabilities()
+	if c.InDoubtRule() != target.InDoubtDedupe {
+		return false
+	}
+	return c.InDoubtWindow <= 0 || time.Since(time.UnixMilli(cur.At)) < c.InDoubtWindow
+}
+
 // callTarget edits the streamed message, or sends the final, retrying retryable failures within
 // the budget. A failure that names its retry time (target.RetryAfterError) is retried no sooner:
 // only this channel's lane waits (and its display calls, through the pacer); a retry time past the
 // budget ends the retries at once.
 func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m target.Message) (string, error) {
-	editor, canEdit := b.Target.(target.Editor)
+	editor, canEdit := target.EditorOf(b.Target)
 	call := func() error {
 		if err := d.pacer.Wait(ctx, b.Channel); err != nil {
 			return err

@@ -238,10 +238,9 @@ func (d *Deliverer) invokedBefore(ctx context.Context, job invocation, cur Recor
 // its message; absent → run afresh; a target that shows one message per idempotency key → sent
 // again.
 func (d *Deliverer) settleInvocation(ctx context.Context, job invocation, cur Record, rev uint64) (*toolOutput, *profile.Error, bool, error) {
-	if r, ok := job.b.Target.(target.Reconciler); ok {
+	if r, ok := target.ReconcilerOf(job.b.Target); ok {
 		shown, found, err := r.Lookup(ctx, job.idem)
 		switch {
-		case errors.Is(err, target.ErrNoLookup):
 		case err != nil:
 			return nil, nil, false, fmt.Errorf("reconcile: %w", err)
 		case found:
@@ -260,7 +259,7 @@ func (d *Deliverer) settleInvocation(ctx context.Context, job invocation, cur Re
 			return out, perr, true, err
 		}
 	}
-	if dd, ok := job.b.Target.(target.Deduper); ok && dd.DedupesSends() {
+	if dedupes(job.b.Target, cur) {
 		if err := d.records.Delete(ctx, job.key, rev); err != nil {
 			return nil, nil, false, err
 		}

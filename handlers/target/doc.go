@@ -1,22 +1,19 @@
 // Package target declares what the delivery stage needs from a target
 // system: the adapter contract of edge-api §7.
 //
-// The contract is declared here, by its user, as small interfaces. Every
-// bound target can create a message ([Sender]) and report its
-// [Capabilities]. What only some targets can do is a separate optional
-// interface that the delivery stage finds by type assertion, as in mautrix
-// bridgev2:
+// The contract is declared here, by its user. Every bound target can create a message
+// ([Sender]) and reports its [Capabilities] as data: streaming, activity, reply, the in-doubt
+// rule with its window, the platform's text limit and edit interval. The other calls are small
+// interfaces a target's type implements ([Editor], [ActivityShower], [Reconciler]); the
+// capabilities, which follow the channel's configuration, decide whether the stages use them,
+// so one type serves every configuration:
 //
-//   - [Editor]: replace a message it created (capability streaming "edit").
-//   - [ActivityShower]: show a temporary status (capability activity
-//     "status" or "typing").
-//
-// A Target implements an optional interface exactly when its Capabilities
-// say so, so the assertion tells the truth:
-//
-//	if ed, ok := t.(target.Editor); ok {
+//	if ed, ok := target.EditorOf(t); ok { // streaming "edit"
 //		err = ed.Edit(ctx, id, m)
 //	}
+//
+// A failure a platform asks to repeat no sooner than some time is a [RetryAfterError]: only that
+// channel's lane waits that long.
 //
 // An [Adapter] turns a channel's `target.config` JSON (the body of
 // PUT /v1/channels/{id}, edge-api §4) into a Target; a [Registry] finds
@@ -30,5 +27,5 @@
 // invalid_descriptor and a message naming the offending field.
 //
 // This package imports no NATS and no HTTP; adapters live in
-// sub-packages (webhook).
+// sub-packages (webhook, webchat).
 package target

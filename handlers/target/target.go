@@ -48,9 +48,28 @@ const (
 	StatusTyping   = "typing"
 )
 
-// Capabilities of a bound target (edge-api §7). They are reported in the
-// channel's API representation and decide how deltas and activity are
-// displayed.
+// In-doubt rules (edge-api §7.2): how a target settles a delivery whose outcome a crash left
+// unknown (an intent recorded, no outcome), without showing a message twice.
+const (
+	// InDoubtDedupe: the target shows at most one message per idempotency key (Matrix txnId,
+	// Feishu uuid, a webhook target configured "dedupe"): the send runs again, within
+	// InDoubtWindow of the first attempt.
+	InDoubtDedupe = "dedupe"
+	// InDoubtLookup: the target finds a message by its idempotency key ([Reconciler]): found,
+	// the final is applied (or known shown); absent, it is sent.
+	InDoubtLookup = "lookup"
+	// InDoubtEdit: only a message whose streamed part was displayed (its id recorded) is
+	// settled, by editing in the final; a direct final stays in doubt.
+	InDoubtEdit = "edit"
+	// InDoubtUnknown: nothing can be settled: the final is answered delivery_outcome_unknown.
+	InDoubtUnknown = "unknown"
+)
+
+// Capabilities of a bound target (edge-api §7.2), as data: they are reported in the channel's
+// API representation and decide what the stages call. A target's type may implement more than a
+// channel's configuration lets it use: the stages call [Editor] only with Streaming
+// [StreamingEdit], [ActivityShower] only with an Activity other than [ActivityNone], and
+// [Reconciler] only with InDoubt [InDoubtLookup] (see [EditorOf], [ShowerOf], [ReconcilerOf]).
 type Capabilities struct {
 	// Streaming is [StreamingEdit] or [StreamingNone].
 	Streaming string `json:"streaming"`
@@ -58,6 +77,32 @@ type Capabilities struct {
 	Activity string `json:"activity"`
 	// Reply is [ReplyNative] or [ReplyNone].
 	Reply string `json:"reply"`
+	// InDoubt is the rule that settles an interrupted delivery: [InDoubtDedupe],
+	// [InDoubtLookup], [InDoubtEdit] or [InDoubtUnknown] ("" is read as InDoubtEdit with
+	// Streaming edit, else InDoubtUnknown).
+	InDoubt string `json:"in_doubt"`
+	// InDoubtWindow bounds InDoubtDedupe: how long the platform remembers an idempotency key
+	// (0: for as long as the message exists). Past it a resend could show a second copy, so
+	// the delivery stays in doubt.
+	InDoubtWindow time.Duration `json:"-"`
+	// MaxTextLength is the most characters one platform message holds (0: no limit the
+	// adapter knows of); the adapter splits a longer final (edge-api §7.2).
+	MaxTextLength int `json:"max_text_length,omitempty"`
+	// MinEditInterval is the least time between two edits of one message the platform
+	// tolerates; the display loop waits at least this long, whatever XIM_EDIT_INTERVAL says.
+	MinEditInterval time.Duration `json:"-"`
+}
+
+// InDoubtRule is c.InDoubt with its default applied.
+func (c Capabilities) InDoubtRule() string {
+	switch {
+	case c.InDoubt != "":
+		return c.InDoubt
+	case c.Streaming == StreamingEdit:
+		return InDoubtEdit
+	default:
+		return InDoubtUnknown
+	}
 }
 
 // File is one file of a message as the target receives it.
@@ -106,35 +151,34 @@ type Activity struct {
 	ToolName string
 }
 
-// Sender is what every target can do: create a message, either final or,
-// on a target that also implements [Editor], the first streamed part. It
-// returns the target's id of the created message.
+// Sender is what every target can do: create a message, either final or, with Streaming
+// [StreamingEdit], the first streamed part. It returns the target's id of the created message.
 type Sender interface {
 	Send(ctx context.Context, m Message) (targetMessageID string, err error)
 }
 
-// Editor is optional (capability streaming "edit"): it replaces the whole
-// text (and files) of a message the target created with Send.
+// Editor replaces the whole text (and files) of a message the target created with Send. Called
+// only with Streaming [StreamingEdit] ([EditorOf]).
 type Editor interface {
 	Edit(ctx context.Context, targetMessageID string, m Message) error
 }
 
-// ActivityShower is optional (capability activity "status" or "typing"):
-// it shows a temporary status, degraded as the capability says. A failure
-// to show a status must never affect messages (profile P-ACT-6).
+// ActivityShower shows a temporary status, degraded as the Activity capability says. A failure
+// to show a status must never affect messages (profile P-ACT-6). Called only with an Activity
+// other than [ActivityNone] ([ShowerOf]).
 type ActivityShower interface {
 	ShowActivity(ctx context.Context, a Activity) error
 }
 
-// Reconciler is optional: the target can tell whether a message with this idempotency key
-// ([Message.IdempotencyKey]) exists and what it shows. A caller that does not know the outcome
-// of an earlier Send or final Edit (a crash between the call and recording its result) asks it
-// instead of giving up: found with Final and the final's text means the final is shown and must
-// not be sent again; found otherwise means the message exists under its ID (a streamed part, or
-// a Send whose outcome was lost) and the final can be applied with [Editor.Edit]; !found means
-// nothing was shown and Send may run. It reads the target's own state, so its answer holds
-// across ximd restarts for as long as the target keeps the message. A target that can answer
-// only with some configurations returns [ErrNoLookup] without them.
+// Reconciler tells whether a message with this idempotency key ([Message.IdempotencyKey])
+// exists and what it shows. A caller that does not know the outcome of an earlier Send or final
+// Edit (a crash between the call and recording its result) asks it instead of giving up: found
+// with Final and the final's text means the final is shown and must not be sent again; found
+// otherwise means the message exists under its ID (a streamed part, or a Send whose outcome was
+// lost) and the final can be applied with [Editor.Edit]; !found means nothing was shown and Send
+// may run. It reads the target's own state, so its answer holds across ximd restarts for as
+// long as the target keeps the message. Called only with InDoubt [InDoubtLookup]
+// ([ReconcilerOf]).
 type Reconciler interface {
 	Lookup(ctx context.Context, idempotencyKey string) (shown Shown, found bool, err error)
 }
@@ -149,24 +193,28 @@ type Shown struct {
 	Text string
 }
 
-// ErrNoLookup is returned by a [Reconciler] whose channel is not configured for lookups.
-var ErrNoLookup = errors.New("the target is not configured for lookups")
-
-// Deduper is optional: DedupesSends reports whether the target shows at most one message per
-// idempotency key ([Message.IdempotencyKey]): a second Send with a key it has seen returns the
-// first message's id and shows nothing new. A caller that does not know whether an earlier Send
-// landed (a crash in between) may then Send again.
-type Deduper interface {
-	DedupesSends() bool
-}
-
-// Target is one bound target instance: one channel's binding. It is safe
-// for concurrent use. It implements [Editor] exactly when
-// Capabilities().Streaming is [StreamingEdit], and [ActivityShower]
-// exactly when Capabilities().Activity is not [ActivityNone].
+// Target is one bound target instance: one channel's binding. It is safe for concurrent use.
 type Target interface {
 	Sender
 	Capabilities() Capabilities
+}
+
+// EditorOf returns t's [Editor] when its capabilities stream by editing.
+func EditorOf(t Target) (Editor, bool) {
+	e, ok := t.(Editor)
+	return e, ok && t.Capabilities().Streaming == StreamingEdit
+}
+
+// ShowerOf returns t's [ActivityShower] when its capabilities show activity.
+func ShowerOf(t Target) (ActivityShower, bool) {
+	s, ok := t.(ActivityShower)
+	return s, ok && t.Capabilities().Activity != ActivityNone && t.Capabilities().Activity != ""
+}
+
+// ReconcilerOf returns t's [Reconciler] when its capabilities settle doubt by lookup.
+func ReconcilerOf(t Target) (Reconciler, bool) {
+	r, ok := t.(Reconciler)
+	return r, ok && t.Capabilities().InDoubtRule() == InDoubtLookup
 }
 
 // Adapter builds targets from a channel's `target.config` JSON

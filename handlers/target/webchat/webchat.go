@@ -62,7 +62,8 @@ func (a *Adapter) Store() *Store { return a.store }
 
 // Capabilities of every webchat target: streamed by editing the bubble in place, status shown
 // as such.
-var Capabilities = target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityStatus, Reply: target.ReplyNative}
+// A message is found by its idempotency key, so an interrupted delivery is settled by lookup.
+var Capabilities = target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityStatus, Reply: target.ReplyNative, InDoubt: target.InDoubtLookup}
 
 // Open validates config and returns the channel's target. A target opened from a config
 // without the stamped channel id (the channels API's validation) cannot write: its calls fail

@@ -248,7 +248,15 @@ func redactQuery(u *url.URL) string {
 
 // capabilities of a target opened with c.
 func (c *config) capabilities() target.Capabilities {
-	return target.Capabilities{Streaming: c.streaming, Activity: c.activity, Reply: target.ReplyNative}
+	caps := target.Capabilities{Streaming: c.streaming, Activity: c.activity, Reply: target.ReplyNative}
+	switch {
+	case c.lookup:
+		caps.InDoubt = target.InDoubtLookup
+	case c.dedupe:
+		caps.InDoubt = target.InDoubtDedupe
+	}
+	caps.InDoubt = caps.InDoubtRule()
+	return caps
 }
 
 // invalid is the invalid_descriptor error for field.

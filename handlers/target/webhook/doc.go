@@ -48,9 +48,10 @@
 // files is always an array ([] when there are none) of
 // {"type","file_ref","filename","mime_type","byte_size","url"}.
 //
-// A target opened with streaming "none" does not implement target.Editor;
-// one opened with activity "none" does not implement
-// target.ActivityShower. With activity "typing", thinking, tool and typing
+// The capabilities follow the config: streaming "none" means the stages never edit, activity
+// "none" that they never show activity, "lookup" that an interrupted delivery is settled by
+// Lookup (in_doubt "lookup"), "dedupe" that it is sent again (in_doubt "dedupe"); without
+// either, in_doubt is "edit" (streaming "edit") or "unknown". With activity "typing", thinking, tool and typing
 // are sent as "typing" and idle as "idle"; with "status", thinking, tool
 // (with tool_name) and idle are sent as such, typing as "typing".
 //

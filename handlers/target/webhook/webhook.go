@@ -97,8 +97,6 @@ func newClient() *http.Client {
 func (a *Adapter) Name() string { return Name }
 
 // Open validates config and returns a target bound to it. The target
-// implements target.Editor only with streaming "edit" and
-// target.ActivityShower only with activity other than "none".
 func (a *Adapter) Open(config json.RawMessage) (target.Target, error) {
 	c, err := parseConfig(config)
 	if err != nil {
@@ -112,18 +110,7 @@ func (a *Adapter) Open(config json.RawMessage) (target.Target, error) {
 		activityURL: withPath(c.url, base+"/activity"),
 		messageBase: base + "/messages/",
 	}
-	edit := c.streaming == target.StreamingEdit
-	activity := c.activity != target.ActivityNone
-	switch {
-	case edit && activity:
-		return &editActivityTarget{w}, nil
-	case edit:
-		return &editTarget{w}, nil
-	case activity:
-		return &activityTarget{w}, nil
-	default:
-		return &sendTarget{w}, nil
-	}
+	return w, nil
 }
 
 // Public returns config with defaults filled in and the secret removed:
@@ -169,47 +156,8 @@ func escapeID(id string) string {
 	return url.PathEscape(id)
 }
 
-// The four concrete targets: which optional interfaces a target has is
-// decided by its type, so a type assertion tells the truth.
-type (
-	sendTarget         struct{ *webhookTarget }
-	editTarget         struct{ *webhookTarget }
-	activityTarget     struct{ *webhookTarget }
-	editActivityTarget struct{ *webhookTarget }
-)
-
-var (
-	_ target.Target         = (*sendTarget)(nil)
-	_ target.Target         = (*editTarget)(nil)
-	_ target.Editor         = (*editTarget)(nil)
-	_ target.Target         = (*activityTarget)(nil)
-	_ target.ActivityShower = (*activityTarget)(nil)
-	_ target.Target         = (*editActivityTarget)(nil)
-	_ target.Editor         = (*editActivityTarget)(nil)
-	_ target.ActivityShower = (*editActivityTarget)(nil)
-)
-
-// Edit implements target.Editor.
-func (t *editTarget) Edit(ctx context.Context, id string, m target.Message) error {
-	return t.edit(ctx, id, m)
-}
-
-// ShowActivity implements target.ActivityShower.
-func (t *activityTarget) ShowActivity(ctx context.Context, a target.Activity) error {
-	return t.showActivity(ctx, a)
-}
-
-// Edit implements target.Editor.
-func (t *editActivityTarget) Edit(ctx context.Context, id string, m target.Message) error {
-	return t.edit(ctx, id, m)
-}
-
-// ShowActivity implements target.ActivityShower.
-func (t *editActivityTarget) ShowActivity(ctx context.Context, a target.Activity) error {
-	return t.showActivity(ctx, a)
-}
-
-// webhookTarget is the shared implementation of the concrete targets.
+// webhookTarget is a channel's webhook binding. Its capabilities (from the config) say which of
+// its methods the stages call.
 type webhookTarget struct {
 	a           *Adapter
 	cfg         *config
@@ -273,9 +221,12 @@ func wireFiles(files []target.File) []wireFile {
 // Capabilities implements target.Target.
 func (t *webhookTarget) Capabilities() target.Capabilities { return t.cfg.capabilities() }
 
-// DedupesSends reports the channel's "dedupe": the target promised to show one message per
-// idempotency_key.
-func (t *webhookTarget) DedupesSends() bool { return t.cfg.dedupe }
+var (
+	_ target.Target         = (*webhookTarget)(nil)
+	_ target.Editor         = (*webhookTarget)(nil)
+	_ target.ActivityShower = (*webhookTarget)(nil)
+	_ target.Reconciler     = (*webhookTarget)(nil)
+)
 
 // Send implements target.Sender: POST {url}/messages.
 func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, error) {
@@ -308,12 +259,9 @@ func (t *webhookTarget) Send(ctx context.Context, m target.Message) (string, err
 	return id, nil
 }
 
-// Lookup implements target.Reconciler with config "lookup": GET {url}/messages?idempotency_key=K,
-// answered 200 {"message_id","final","text"} or 404. Without it: target.ErrNoLookup.
+// Lookup implements target.Reconciler (called with config "lookup"): GET
+// {url}/messages?idempotency_key=K, answered 200 {"message_id","final","text"} or 404.
 func (t *webhookTarget) Lookup(ctx context.Context, idempotencyKey string) (target.Shown, bool, error) {
-	if !t.cfg.lookup {
-		return target.Shown{}, false, target.ErrNoLookup
-	}
 	u, err := url.Parse(t.messagesURL)
 	if err != nil {
 		return target.Shown{}, false, failed("GET /messages: build URL")
@@ -369,8 +317,9 @@ func decodeID(raw json.RawMessage) string {
 	return ""
 }
 
-// edit is target.Editor: PATCH {url}/messages/{id} with the whole text.
-func (t *webhookTarget) edit(ctx context.Context, id string, m target.Message) error {
+// Edit implements target.Editor (called with streaming "edit"): PATCH {url}/messages/{id} with
+// the whole text.
+func (t *webhookTarget) Edit(ctx context.Context, id string, m target.Message) error {
 	if id == "" {
 		return failed("PATCH /messages/{id}: empty target message id")
 	}
@@ -387,9 +336,9 @@ func (t *webhookTarget) edit(ctx context.Context, id string, m target.Message) e
 	return t.call(ctx, http.MethodPatch, u, "PATCH /messages/{id}", body, "", nil)
 }
 
-// showActivity is target.ActivityShower: POST {url}/activity, degraded as
-// the activity capability says.
-func (t *webhookTarget) showActivity(ctx context.Context, a target.Activity) error {
+// ShowActivity implements target.ActivityShower (called with activity other than "none"): POST
+// {url}/activity, degraded as the activity capability says.
+func (t *webhookTarget) ShowActivity(ctx context.Context, a target.Activity) error {
 	b := activityBody{ChatID: t.cfg.chatID}
 	switch a.Status {
 	case target.StatusIdle:

@@ -125,18 +125,18 @@ func open(t *testing.T, url string, extra map[string]any) target.Target {
 
 func mustEditor(t *testing.T, tg target.Target) target.Editor {
 	t.Helper()
-	ed, ok := tg.(target.Editor)
+	ed, ok := target.EditorOf(tg)
 	if !ok {
-		t.Fatalf("%T does not implement target.Editor", tg)
+		t.Fatalf("%+v: the stages would not edit", tg.Capabilities())
 	}
 	return ed
 }
 
 func mustShower(t *testing.T, tg target.Target) target.ActivityShower {
 	t.Helper()
-	sh, ok := tg.(target.ActivityShower)
+	sh, ok := target.ShowerOf(tg)
 	if !ok {
-		t.Fatalf("%T does not implement target.ActivityShower", tg)
+		t.Fatalf("%+v: the stages would not show activity", tg.Capabilities())
 	}
 	return sh
 }
@@ -702,8 +702,8 @@ func assertActivityBodies(t *testing.T, f *fakeTarget, want []string) {
 func TestWebhook_ActivityNone(t *testing.T) {
 	f := newFakeTarget(t)
 	tg := open(t, f.URL, map[string]any{"activity": "none"})
-	if _, ok := tg.(target.ActivityShower); ok {
-		t.Errorf("%T implements target.ActivityShower with activity none", tg)
+	if _, ok := target.ShowerOf(tg); ok {
+		t.Errorf("activity none: the stages would show activity")
 	}
 	if got := tg.Capabilities().Activity; got != target.ActivityNone {
 		t.Errorf("Capabilities().Activity = %q, want none", got)
@@ -724,37 +724,50 @@ func TestWebhook_ActivityUnknownStatusIsNotSent(t *testing.T) {
 func TestWebhook_StreamingNone(t *testing.T) {
 	f := newFakeTarget(t)
 	tg := open(t, f.URL, map[string]any{"streaming": "none"})
-	if _, ok := tg.(target.Editor); ok {
-		t.Errorf("%T implements target.Editor with streaming none", tg)
+	if _, ok := target.EditorOf(tg); ok {
+		t.Errorf("streaming none: the stages would edit")
 	}
 	if got := tg.Capabilities().Streaming; got != target.StreamingNone {
 		t.Errorf("Capabilities().Streaming = %q, want none", got)
 	}
 }
 
-func TestWebhook_CapabilitiesMatchInterfaces(t *testing.T) {
+func TestWebhook_CapabilitiesFollowTheConfig(t *testing.T) {
 	for _, streaming := range []string{"edit", "none"} {
 		for _, activity := range []string{"status", "typing", "none"} {
-			t.Run(streaming+"/"+activity, func(t *testing.T) {
-				tg := open(t, "http://127.0.0.1:9/hook", map[string]any{"streaming": streaming, "activity": activity})
-				want := target.Capabilities{Streaming: streaming, Activity: activity, Reply: target.ReplyNative}
-				if got := tg.Capabilities(); got != want {
-					t.Errorf("Capabilities() = %+v, want %+v", got, want)
-				}
-				if _, ok := tg.(target.Editor); ok != (streaming == "edit") {
-					t.Errorf("implements Editor = %v with streaming %q", ok, streaming)
-				}
-				if _, ok := tg.(target.ActivityShower); ok != (activity != "none") {
-					t.Errorf("implements ActivityShower = %v with activity %q", ok, activity)
-				}
-			})
+			for _, settle := range []string{"", "dedupe", "lookup"} {
+				t.Run(streaming+"/"+activity+"/"+settle, func(t *testing.T) {
+					cfg := map[string]any{"streaming": streaming, "activity": activity}
+					if settle != "" {
+						cfg[settle] = true
+					}
+					tg := open(t, "http://127.0.0.1:9/hook", cfg)
+					inDoubt := map[string]string{"dedupe": target.InDoubtDedupe, "lookup": target.InDoubtLookup}[settle]
+					if inDoubt == "" {
+						inDoubt = map[string]string{"edit": target.InDoubtEdit, "none": target.InDoubtUnknown}[streaming]
+					}
+					want := target.Capabilities{Streaming: streaming, Activity: activity, Reply: target.ReplyNative, InDoubt: inDoubt}
+					if got := tg.Capabilities(); got != want {
+						t.Errorf("Capabilities() = %+v, want %+v", got, want)
+					}
+					if _, ok := target.EditorOf(tg); ok != (streaming == "edit") {
+						t.Errorf("edits = %v with streaming %q", ok, streaming)
+					}
+					if _, ok := target.ShowerOf(tg); ok != (activity != "none") {
+						t.Errorf("shows activity = %v with activity %q", ok, activity)
+					}
+					if _, ok := target.ReconcilerOf(tg); ok != (settle == "lookup") {
+						t.Errorf("looks up = %v with %q", ok, settle)
+					}
+				})
+			}
 		}
 	}
 }
 
 func TestWebhook_OpenDefaults(t *testing.T) {
 	tg := open(t, "http://127.0.0.1:9/hook", nil)
-	want := target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityTyping, Reply: target.ReplyNative}
+	want := target.Capabilities{Streaming: target.StreamingEdit, Activity: target.ActivityTyping, Reply: target.ReplyNative, InDoubt: target.InDoubtEdit}
 	if got := tg.Capabilities(); got != want {
 		t.Errorf("default Capabilities() = %+v, want %+v", got, want)
 	}
@@ -961,18 +974,14 @@ func TestLookup(t *testing.T) {
 	})
 	lookup := func(tg target.Target) (target.Shown, bool, error) {
 		t.Helper()
-		r, ok := tg.(target.Reconciler)
+		r, ok := target.ReconcilerOf(tg)
 		if !ok {
-			t.Fatalf("%T does not implement target.Reconciler", tg)
+			t.Fatalf("%+v: the stages would not look up", tg.Capabilities())
 		}
 		return r.Lookup(context.Background(), key)
 	}
-
-	if _, _, err := lookup(open(t, f.URL+"/hook", nil)); !errors.Is(err, target.ErrNoLookup) {
-		t.Fatalf("without lookup: err %v, want ErrNoLookup", err)
-	}
-	if n := len(f.requests()); n != 0 {
-		t.Fatalf("without lookup the target got %d calls", n)
+	if _, ok := target.ReconcilerOf(open(t, f.URL+"/hook", nil)); ok {
+		t.Fatal("without lookup: the stages would look up")
 	}
 
 	tg := open(t, f.URL+"/hook", map[string]any{"lookup": true, "streaming": "none"})
