@@ -53,6 +53,8 @@ type activityState struct {
 	sent    target.Activity
 	running bool
 	timer   *time.Timer
+	// renew shows the status again before the platform's indicator expires (ActivityRenewal).
+	renew *time.Timer
 	// showing is closed when the status call in flight ends (nil: none, or an idle one).
 	showing chan struct{}
 }
@@ -150,6 +152,10 @@ func (a *Activity) clearLocked(channel string, seq uint64) {
 		s.timer.Stop()
 		s.timer = nil
 	}
+	if s.renew != nil {
+		s.renew.Stop()
+		s.renew = nil
+	}
 	s.want = target.Activity{Status: target.StatusIdle}
 	a.kick(channel, s)
 }
@@ -157,8 +163,13 @@ func (a *Activity) clearLocked(channel string, seq uint64) {
 // Drop forgets a closed channel without calling its target.
 func (a *Activity) Drop(channel string) {
 	a.mu.Lock()
-	if s := a.state[channel]; s != nil && s.timer != nil {
-		s.timer.Stop()
+	if s := a.state[channel]; s != nil {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.renew != nil {
+			s.renew.Stop()
+		}
 	}
 	delete(a.state, channel)
 	delete(a.cleared, channel)
@@ -173,6 +184,22 @@ func (a *Activity) Shown(channel string) string {
 		return s.sent.Status
 	}
 	return ""
+}
+
+// renewLocked shows want again after every, if it is still what the channel shows then (the
+// platform's indicator expires by itself); a.mu is held.
+func (a *Activity) renewLocked(channel string, s *activityState, want target.Activity, every time.Duration) {
+	if s.renew != nil {
+		s.renew.Stop()
+	}
+	s.renew = time.AfterFunc(every, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.state[channel] == s && s.want == want && s.sent == want {
+			s.sent = target.Activity{} // not shown any more: the sender shows want again
+			a.kick(channel, s)
+		}
+	})
 }
 
 // kick starts the channel's sender unless one runs; a.mu is held.
@@ -235,6 +262,9 @@ func (a *Activity) send(channel string, s *activityState) {
 		if showing != nil {
 			close(showing)
 			s.showing = nil
+		}
+		if every := s.bound.Target.Capabilities().ActivityRenewal; err == nil && want.Status != target.StatusIdle && every > 0 {
+			a.renewLocked(channel, s, want, every)
 		}
 		a.mu.Unlock()
 	}

@@ -91,6 +91,9 @@ type Capabilities struct {
 	// MinEditInterval is the least time between two edits of one message the platform
 	// tolerates; the display loop waits at least this long, whatever XIM_EDIT_INTERVAL says.
 	MinEditInterval time.Duration `json:"-"`
+	// ActivityRenewal is how often a shown status is shown again because the platform's
+	// indicator expires by itself (Telegram's typing after 5 s); 0: it stays until cleared.
+	ActivityRenewal time.Duration `json:"-"`
 }
 
 // InDoubtRule is c.InDoubt with its default applied.
