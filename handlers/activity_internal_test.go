@@ -21,7 +21,7 @@ type statusTarget struct {
 }
 
 func (t *statusTarget) Send(context.Context, target.Message) (string, error) { return "m", nil }
-func (t *statusTarget) Capabilities() target.Capabilities                   { return t.caps }
+func (t *statusTarget) Capabilities() target.Capabilities                    { return t.caps }
 func (t *statusTarget) ShowActivity(_ context.Context, a target.Activity) error {
 	t.mu.Lock()
 	t.seen = append(t.seen, a.Status)
