@@ -328,7 +328,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		if shown.ID != "" {
 			targetID = shown.ID
 		}
-		final = shown.Final && shown.Text == msg.Text
+		final = shown.Final && shown.ShowsText(msg.Text)
 	}
 	if dedupes(b.Target, cur) && !final && targetID == "" {
 		// The target shows one message per idempotency key: sending again cannot show two.

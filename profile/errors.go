@@ -31,6 +31,7 @@ const (
 	CodeProfileNotSupported    = "profile_not_supported"
 	CodeTargetTypeNotSupported = "target_type_not_supported"
 	CodeUnknownAdapter         = "unknown_adapter"
+	CodeTargetConfigInvalid    = "target_config_invalid"
 	CodeFileTooLarge           = "file_too_large"
 	CodeFileDownloadFailed     = "file_download_failed"
 	CodeNotFound               = "not_found"
@@ -51,7 +52,7 @@ var goCodes = []string{
 	CodeTargetRateLimited, CodeTargetUnavailable, CodeTargetAuthFailed, CodeTargetDeliveryFailed,
 	CodeDeliveryOutcomeUnknown, CodeInternal, CodeUnavailable, CodeUnauthorized,
 	CodeInvalidChannelID, CodeInvalidDescriptor, CodeProfileNotSupported,
-	CodeTargetTypeNotSupported, CodeUnknownAdapter, CodeFileTooLarge, CodeFileDownloadFailed,
+	CodeTargetTypeNotSupported, CodeUnknownAdapter, CodeTargetConfigInvalid, CodeFileTooLarge, CodeFileDownloadFailed,
 	CodeNotFound, CodeMethodNotAllowed, CodeBadRequest, CodeToolNotSupported,
 }
 

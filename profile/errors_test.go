@@ -108,6 +108,7 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeInvalidDescriptor, false, 400},
 		{profile.CodeProfileNotSupported, false, 422},
 		{profile.CodeTargetTypeNotSupported, false, 422},
+		{profile.CodeTargetConfigInvalid, false, 422},
 		{profile.CodeUnknownAdapter, false, 422},
 		{profile.CodeFileTooLarge, false, 413},
 		{profile.CodeFileDownloadFailed, false, 422},

@@ -2,9 +2,12 @@ package target
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -194,6 +197,18 @@ type Shown struct {
 	Final bool
 	// Text is the message's text as shown ("" when the target does not tell).
 	Text string
+	// TextSHA256 is the hex SHA-256 of the whole final text, for a target that shows a long
+	// text in parts and so cannot give it back whole ("": Text is the whole text).
+	TextSHA256 string
+}
+
+// ShowsText reports whether s shows text: the same text, or the same digest.
+func (s Shown) ShowsText(text string) bool {
+	if s.TextSHA256 != "" {
+		sum := sha256.Sum256([]byte(text))
+		return s.TextSHA256 == hex.EncodeToString(sum[:])
+	}
+	return s.Text == text
 }
 
 // Target is one bound target instance: one channel's binding. It is safe for concurrent use.
@@ -218,6 +233,20 @@ func ShowerOf(t Target) (ActivityShower, bool) {
 func ReconcilerOf(t Target) (Reconciler, bool) {
 	r, ok := t.(Reconciler)
 	return r, ok && t.Capabilities().InDoubtRule() == InDoubtLookup
+}
+
+// Prober is optional: an adapter that checks a config against the platform (a call or a few)
+// before a channel is bound to it. A config that cannot work (bad token, unknown room or chat,
+// encrypted room, unreachable server) is a *profile.Error target_config_invalid naming why, and
+// the PUT is answered 422 (edge-api §7.2).
+type Prober interface {
+	Probe(ctx context.Context, config json.RawMessage) error
+}
+
+// FileSource gives adapters the bytes of a stored file (the Transfer Plane), for platforms that
+// take uploads (Matrix media, Telegram multipart) rather than fetching a link.
+type FileSource interface {
+	Open(ctx context.Context, fileRef string) (StoredFile, io.ReadCloser, error)
 }
 
 // Adapter builds targets from a channel's `target.config` JSON

@@ -139,6 +139,20 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, asDescriptorError(err))
 		return
 	}
+	if p, ok := ad.(target.Prober); ok {
+		pctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
+		err := p.Probe(pctx, d.Target.Config)
+		cancel()
+		if err != nil {
+			var pe *profile.Error
+			if !errors.As(err, &pe) || pe.Code != profile.CodeTargetConfigInvalid {
+				pe = profile.Errorf(profile.CodeTargetConfigInvalid, "%v", err)
+			}
+			a.logger.Info("channel_config_refused", "channel", id, "adapter", d.Target.Adapter, "err", pe.Message)
+			WriteError(w, pe)
+			return
+		}
+	}
 	ch, err := a.reg.Put(r.Context(), target.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
 	if err != nil {
 		a.logger.Error("channel_put_failed", "channel", id, "err", err)
@@ -153,6 +167,9 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, v)
 }
+
+// probeTimeout bounds an adapter's check of a config against its platform at PUT.
+const probeTimeout = 10 * time.Second
 
 func (a *ChannelsAPI) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
