@@ -32,7 +32,13 @@ type toolAnswer struct {
 // invoke sends a tool.invoke and returns its one answer, a tool.result.
 func (e *env) invoke(invocationID, tool string, args any) toolAnswer {
 	e.t.Helper()
-	pid := e.send(profile.TypeToolInvoke, map[string]any{"invocation_id": invocationID, "tool": tool, "arguments": args})
+	return invokeOn(e, e.channel, invocationID, tool, args)
+}
+
+// invokeOn is invoke on another channel of e's node.
+func invokeOn(e *env, channel, invocationID, tool string, args any) toolAnswer {
+	e.t.Helper()
+	pid := e.sendTo(channel, profile.TypeToolInvoke, map[string]any{"invocation_id": invocationID, "tool": tool, "arguments": args})
 	env, err := e.agent.Reply(pid, wait)
 	if err != nil {
 		e.t.Fatal(err)

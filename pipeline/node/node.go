@@ -27,6 +27,7 @@ import (
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/download"
+	"github.com/ximd/ximd/handlers/target/matrix"
 	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline"
@@ -182,7 +183,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adapters := target.NewRegistry(hook, chat)
+	adapters := target.NewRegistry(hook, chat, matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}))
 	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
 	if err != nil {
 		return err

@@ -1,0 +1,171 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/dendrite"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// roomEvent is what a person's client reads of a room event.
+type roomEvent struct {
+	ID      id.EventID
+	Sender  id.UserID
+	Content struct {
+		MsgType    string `json:"msgtype"`
+		Body       string `json:"body"`
+		URL        string `json:"url"`
+		NewContent *struct {
+			Body string `json:"body"`
+		} `json:"m.new_content"`
+		RelatesTo *struct {
+			RelType   string `json:"rel_type"`
+			EventID   string `json:"event_id"`
+			InReplyTo *struct {
+				EventID string `json:"event_id"`
+			} `json:"m.in_reply_to"`
+		} `json:"m.relates_to"`
+	}
+}
+
+// shownMessages is the room as a person sees it: each original message (oldest first) with the
+// body of its latest edit.
+func shownMessages(t *testing.T, u *dendrite.User, room id.RoomID) []roomEvent {
+	t.Helper()
+	resp, err := u.Client.Messages(context.Background(), room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]string{}
+	var out []roomEvent
+	for _, ev := range resp.Chunk { // newest first
+		var re roomEvent
+		re.ID, re.Sender = ev.ID, ev.Sender
+		_ = json.Unmarshal(ev.Content.VeryRaw, &re.Content)
+		if r := re.Content.RelatesTo; r != nil && r.RelType == "m.replace" && re.Content.NewContent != nil {
+			if _, seen := latest[r.EventID]; !seen {
+				latest[r.EventID] = re.Content.NewContent.Body
+			}
+			continue
+		}
+		if body, ok := latest[string(re.ID)]; ok {
+			re.Content.Body = body
+		}
+		out = append([]roomEvent{re}, out...)
+	}
+	return out
+}
+
+// openMatrix binds channel to the room through the real API.
+func openMatrix(n *testkit.Node, channel string, cfg map[string]any) (int, []byte, error) {
+	return n.Do(http.MethodPut, "/v1/channels/"+channel, map[string]any{
+		"connection": map[string]any{"target_type": "im", "profiles": []string{"xagent.im.v2"}},
+		"target":     map[string]any{"adapter": "matrix", "config": cfg},
+	})
+}
+
+// The Matrix adapter end to end (edge-api §7.2.1) against a real Dendrite, through /v1/ws: a
+// streamed answer is one message edited in place to the final text; typing shows in the
+// person's sync while the agent thinks and stops at the answer; a file reaches the room's media;
+// im.reply_message replies; a config that cannot work is refused at PUT.
+func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
+	s := dendrite.Start(t, dendrite.Options{})
+	bot, alice := s.Register(t, "bot"), s.Register(t, "alice")
+	room := s.Room(t, bot, false, alice)
+	e := newEnv(t, envOptions{})
+	cfg := map[string]any{"homeserver": s.URL, "access_token": bot.Token, "room_id": string(room)}
+	if status, body, err := openMatrix(e.node, "mx", cfg); err != nil || status != http.StatusOK {
+		t.Fatalf("PUT matrix channel: %d %s %v", status, body, err)
+	} else if bytes.Contains(body, []byte(bot.Token)) {
+		t.Fatal("the channel's representation shows the access token")
+	}
+	bad := map[string]any{"homeserver": s.URL, "access_token": "wrong", "room_id": string(room)}
+	if status, body, _ := openMatrix(e.node, "mx-bad", bad); status != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte(profile.CodeTargetConfigInvalid)) {
+		t.Fatalf("PUT with a bad token: %d %s, want 422 target_config_invalid", status, body)
+	}
+
+	// Typing while the agent thinks, seen by alice's sync.
+	ctx := context.Background()
+	sync, err := alice.Client.SyncRequest(ctx, 0, "", "", false, event.PresenceOnline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := sync.NextBatch
+	typing := func() bool {
+		resp, err := alice.Client.SyncRequest(ctx, 500, since, "", false, event.PresenceOnline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		since = resp.NextBatch
+		for _, ev := range resp.Rooms.Join[room].Ephemeral.Events {
+			if ev.Type == event.EphemeralEventTyping {
+				var c struct {
+					UserIDs []id.UserID `json:"user_ids"`
+				}
+				_ = json.Unmarshal(ev.Content.VeryRaw, &c)
+				for _, u := range c.UserIDs {
+					if u == bot.ID {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	e.sendTo("mx", profile.TypeActivity, map[string]any{"status": "thinking"})
+	poll(t, "alice sees the bot typing", typing)
+
+	// A streamed answer: one message, edited to the final text.
+	for i, part := range []string{"Hel", "lo, ", "Alice"} {
+		e.sendTo("mx", profile.TypeDelta, delta("m_stream", i+1, part))
+	}
+	pid := e.sendTo("mx", profile.TypeMessage, msg("m_stream", "Hello, Alice. How can I help?"))
+	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
+		t.Fatalf("final: %+v", a)
+	}
+	shown := shownMessages(t, alice, room)
+	if len(shown) != 1 || shown[0].Content.Body != "Hello, Alice. How can I help?" || shown[0].Sender != bot.ID {
+		t.Fatalf("alice sees %+v, want one message with the final text", shown)
+	}
+
+	// A file, uploaded to ximd, reaches the room's media.
+	data := []byte("\x89PNG\r\n\x1a\n not really a png")
+	ref := upload(t, e.node, "mx", "chart.png", data)
+	pid = e.sendTo("mx", profile.TypeMessage, map[string]any{"message_id": "m_file", "text": "the chart", "files": []any{map[string]any{"type": "image", "file_ref": ref}}})
+	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
+		t.Fatalf("final with a file: %+v", a)
+	}
+	shown = shownMessages(t, alice, room)
+	if len(shown) != 3 || shown[1].Content.Body != "the chart" || shown[2].Content.MsgType != "m.image" {
+		t.Fatalf("alice sees %+v, want the text and the image", shown)
+	}
+	mxc, err := id.ParseContentURI(shown[2].Content.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := alice.Client.DownloadBytes(ctx, mxc)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("alice downloads %d bytes (%v), want the file's %d", len(got), err, len(data))
+	}
+
+	// im.reply_message: a Matrix reply to the first answer.
+	r := invokeOn(e, "mx", "inv_reply", profile.ToolReplyMessage, map[string]any{"reply_to_target_message_id": string(shown[0].ID), "text": "more on that"})
+	if !r.OK {
+		t.Fatalf("reply: %+v", r)
+	}
+	shown = shownMessages(t, alice, room)
+	last := shown[len(shown)-1]
+	if last.Content.Body != "more on that" || last.Content.RelatesTo == nil || last.Content.RelatesTo.InReplyTo == nil || last.Content.RelatesTo.InReplyTo.EventID != string(shown[0].ID) || r.Result.TargetMessageID != string(last.ID) {
+		t.Fatalf("reply shown as %+v (result %+v)", last, r)
+	}
+	poll(t, "the typing stops with the answer", func() bool { return !typing() })
+}
