@@ -166,6 +166,12 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Bucket:      subjects.BucketCursors,
+		Description: "ximd polled channels' positions in their platforms (sync token, update offset)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Bucket:      subjects.BucketConfig,
 		Description: "ximd cluster-wide settings (file link signing key)",
 		History:     1,
@@ -324,7 +330,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

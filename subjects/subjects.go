@@ -25,6 +25,9 @@ const (
 	BucketConfig   = "xim_config"
 	BucketActivity = "xim_activity"
 	BucketFiles    = "xim_files"
+	// BucketCursors keeps each polled channel's position in its platform (Matrix sync token,
+	// Telegram update offset), by channel id.
+	BucketCursors = "xim_cursors"
 
 	inRoot     = "xim.in"
 	partRoot   = "xim.part"

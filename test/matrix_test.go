@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/ximd/ximd/handlers/target/matrix"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/dendrite"
 	"github.com/ximd/ximd/test/testkit"
@@ -168,4 +170,43 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 		t.Fatalf("reply shown as %+v (result %+v)", last, r)
 	}
 	poll(t, "the typing stops with the answer", func() bool { return !typing() })
+
+	// IM -> xAgent: alice's message reaches the agent once, her image with it.
+	sent, err := alice.Client.SendText(ctx, room, "hi bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uenv, um := userMessage(t, e.agent, wait)
+	if uenv.ChannelID != "mx" || um.Text != "hi bot" || um.MessageID != matrix.MessageIDOf(sent.EventID) {
+		t.Fatalf("user message %s %+v", uenv.ChannelID, um)
+	}
+	ackUser(t, e.agent, uenv, map[string]any{"message_id": um.MessageID, "status": "accepted"})
+	up, err := alice.Client.UploadBytes(ctx, data, "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Client.SendMessageEvent(ctx, room, event.EventMessage, map[string]any{"msgtype": "m.image", "body": "photo.png", "url": up.ContentURI.String(), "info": map[string]any{"mimetype": "image/png"}}); err != nil {
+		t.Fatal(err)
+	}
+	uenv, um = userMessage(t, e.agent, wait)
+	if len(um.Files) != 1 || um.Files[0].Filename != "photo.png" || um.Files[0].Type != "image" {
+		t.Fatalf("image message %+v", um)
+	}
+	if status, got, _ := e.node.Do(http.MethodGet, um.Files[0].DownloadURL, nil); status != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("the image in ximd's file store: %d, %d bytes", status, len(got))
+	}
+	ackUser(t, e.agent, uenv, map[string]any{"message_id": um.MessageID, "status": "accepted"})
+
+	// A restart neither loses nor replays: the sync position is in JetStream.
+	e.restart()
+	after, err := alice.Client.SendText(ctx, room, "still there?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uenv, um = userMessage(t, e.agent, wait)
+	if um.MessageID != matrix.MessageIDOf(after.EventID) || um.Text != "still there?" {
+		t.Fatalf("after the restart the agent got %+v, want only the new message", um)
+	}
+	ackUser(t, e.agent, uenv, map[string]any{"message_id": um.MessageID, "status": "accepted"})
+	e.quiet(time.Second)
 }

@@ -13,11 +13,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"maunium.net/go/mautrix/event"
 
 	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
+	"github.com/ximd/ximd/test/dendrite"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -184,6 +186,33 @@ func TestNATSAuth_ComposeRolesCarryEverythingAndNoMore(t *testing.T) {
 	e.connect()
 	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
 		t.Fatalf("queued ack: %+v", a)
+	}
+
+	// A Matrix room, polled by the worker: the sync position and an image it copies in.
+	if dendrite.Available() {
+		hs := dendrite.Start(t, dendrite.Options{})
+		bot, alice := hs.Register(t, "bot"), hs.Register(t, "alice")
+		room := hs.Room(t, bot, false, alice)
+		if status, body, err := openMatrix(gw, "mx-roles", map[string]any{"homeserver": hs.URL, "access_token": bot.Token, "room_id": string(room)}); err != nil || status != http.StatusOK {
+			t.Fatalf("PUT matrix: %d %s %v", status, body, err)
+		}
+		poll(t, "the worker polls the room", func() bool { return gauge(t, worker.Metrics(), "ximd_polled_channels") == 1 })
+		ctx := context.Background()
+		up, err := alice.Client.UploadBytes(ctx, []byte("png bytes"), "image/png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.Client.SendMessageEvent(ctx, room, event.EventMessage, map[string]any{"msgtype": "m.image", "body": "p.png", "url": up.ContentURI.String()}); err != nil {
+			t.Fatal(err)
+		}
+		menv, mm := userMessage(t, e.agent, wait)
+		if len(mm.Files) != 1 {
+			t.Fatalf("matrix image message %+v", mm)
+		}
+		ackUser(t, e.agent, menv, map[string]any{"message_id": mm.MessageID, "status": "accepted"})
+		if status, _, _ := gw.Do(http.MethodDelete, "/v1/channels/mx-roles", nil); status != http.StatusNoContent {
+			t.Fatalf("DELETE matrix channel: %d", status)
+		}
 	}
 
 	// Channel deleted: its state purged by the gateway.

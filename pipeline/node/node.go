@@ -298,6 +298,7 @@ type worker struct {
 	activity *handlers.Activity
 	outbox   *handlers.Outbox
 	replies  *handlers.ReplyQueue
+	pollers  *pollers
 	subs     []*nats.Subscription
 	// runsActivity: this worker runs the activity stage and answers clear requests (clears
 	// counts those being answered).
@@ -312,6 +313,16 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		return nil, err
 	}
 	w.mem = mem
+	cursors, err := js.KeyValue(ctx, subjects.BucketCursors)
+	if err != nil {
+		return nil, err
+	}
+	inbox := func(channel string) target.Inbox {
+		return &channelInbox{channel: channel, cursors: cursors, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
+	}
+	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, n.reg, w.log); err != nil {
+		return nil, err
+	}
 	stages, err := n.buildStages(ctx, nc, js, reg, records, fs, adapters, w)
 	if err != nil {
 		return nil, err
@@ -464,6 +475,9 @@ func (w *worker) run(ctx context.Context, errc chan<- error) func(context.Contex
 			errc <- err
 		}
 	}()
+	pctx, stopPollers := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() { defer wg.Done(); w.pollers.Run(pctx) }()
 	actx, stopAsm := context.WithCancel(context.Background())
 	wg.Add(5)
 	go func() { defer wg.Done(); _ = w.asm.Run(actx) }()
@@ -494,6 +508,7 @@ func (w *worker) run(ctx context.Context, errc chan<- error) func(context.Contex
 		for _, s := range w.subs {
 			_ = s.Unsubscribe()
 		}
+		stopPollers()   // another worker polls these channels once this one has left
 		w.clears.Wait() // each at most handlers.ClearTimeout
 		stopMembers()   // the others take this worker's partitions over as its subscriptions hand them back
 		if err := w.router.Close(); err != nil {
@@ -566,7 +581,11 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	if err != nil {
 		return nil, err
 	}
-	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs}
+	cursors, err := js.KeyValue(ctx, subjects.BucketCursors)
+	if err != nil {
+		return nil, err
+	}
+	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs, cursors: cursors}
 	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
 	inbound := edge.NewInbound(edge.InboundConfig{MaxBodyBytes: n.cfg.MaxPacketBytes}, reg, hook, profile.Default(), fs, fetcher, outbox, n.reg, log)
 	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)

@@ -25,6 +25,7 @@ type channelState struct {
 	records *handlers.Records
 	outbox  *handlers.Outbox
 	files   *files.Store
+	cursors jetstream.KeyValue
 }
 
 var _ edge.ChannelState = (*channelState)(nil)
@@ -69,9 +70,13 @@ func (s *channelState) Failures(ctx context.Context, channel string) ([]edge.Fai
 	return s.outbox.Failures(ctx, channel)
 }
 
-// Purge removes a deleted channel's records, files and unprocessed packets (P-STATE-7).
+// Purge removes a deleted channel's records, files, unprocessed packets and platform position
+// (P-STATE-7).
 func (s *channelState) Purge(ctx context.Context, channel string) error {
 	var errs []error
+	if err := s.cursors.Purge(ctx, channel); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		errs = append(errs, err)
+	}
 	errs = append(errs, s.records.PurgeChannel(ctx, channel), s.outbox.PurgeChannel(ctx, channel))
 	if _, err := s.files.PurgeChannel(ctx, channel); err != nil {
 		errs = append(errs, err)

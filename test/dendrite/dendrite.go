@@ -93,6 +93,12 @@ func binaries() (string, error) {
 	return binDir, buildErr
 }
 
+// Available reports whether Dendrite is built (or, under XIMD_REQUIRE_MATRIX, could be).
+func Available() bool {
+	_, err := binaries()
+	return err == nil || os.Getenv("XIMD_REQUIRE_MATRIX") != ""
+}
+
 // Start runs a fresh homeserver and stops it when the test ends. It skips the test when
 // Dendrite is not built (fails under XIMD_REQUIRE_MATRIX=1).
 func Start(tb testing.TB, opts Options) *Server {

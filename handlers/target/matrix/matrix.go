@@ -154,9 +154,10 @@ func configInvalid(format string, args ...any) *profile.Error {
 type account struct {
 	cli *mautrix.Client
 
-	mu     sync.Mutex
-	userID id.UserID
-	paused time.Time // no call before this: the server said M_LIMIT_EXCEEDED
+	mu      sync.Mutex
+	userID  id.UserID
+	paused  time.Time            // no call before this: the server said M_LIMIT_EXCEEDED
+	filters map[id.RoomID]string // sync filter per polled room
 }
 
 func (a *Adapter) account(c *config) (*account, error) {
