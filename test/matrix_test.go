@@ -108,7 +108,11 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		since = resp.NextBatch
-		for _, ev := range resp.Rooms.Join[room].Ephemeral.Events {
+		jr := resp.Rooms.Join[room]
+		if jr == nil {
+			return false
+		}
+		for _, ev := range jr.Ephemeral.Events {
 			if ev.Type == event.EphemeralEventTyping {
 				var c struct {
 					UserIDs []id.UserID `json:"user_ids"`

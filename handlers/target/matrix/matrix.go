@@ -59,6 +59,8 @@ type Options struct {
 	Files target.FileSource
 	// HTTPClient makes the calls. Default: one per adapter with keep-alive.
 	HTTPClient *http.Client
+	// SyncTimeout is how long one /sync long-poll waits for news. Default SyncTimeout.
+	SyncTimeout time.Duration
 }
 
 // Adapter binds channels to Matrix rooms. One client per bot account (homeserver and access
@@ -75,6 +77,9 @@ type Adapter struct {
 func New(opts Options) *Adapter {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = SyncTimeout
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}

@@ -21,7 +21,7 @@ import (
 
 // Sync settings (docs/adapters/matrix.md).
 const (
-	// SyncTimeout is how long one /sync long-poll waits for news.
+	// SyncTimeout is how long one /sync long-poll waits for news (Options.SyncTimeout).
 	SyncTimeout = 30 * time.Second
 	// syncTimelineLimit bounds the events one /sync returns; a gap beyond it is read back with
 	// /messages, so none is skipped.
@@ -77,18 +77,20 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 		since = resp.NextBatch
 	}
 	for {
-		resp, err := acc.sync(ctx, SyncTimeout, since, filter)
+		resp, err := acc.sync(ctx, a.opts.SyncTimeout, since, filter)
 		if err != nil {
 			return err
 		}
-		joined := resp.Rooms.Join[room]
-		events := joined.Timeline.Events
-		if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
-			gap, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, since)
-			if err != nil {
-				return err
+		var events []*event.Event
+		if joined := resp.Rooms.Join[room]; joined != nil { // nil: nothing new in the room
+			events = joined.Timeline.Events
+			if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
+				gap, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, since)
+				if err != nil {
+					return err
+				}
+				events = append(gap, events...)
 			}
-			events = append(gap, events...)
 		}
 		for _, ev := range events {
 			if ev.Sender == bot || ev.Type != event.EventMessage {

@@ -1,0 +1,174 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/target/targettest"
+	"github.com/ximd/ximd/handlers/target/webchat"
+	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/pipeline/natstest"
+	"github.com/ximd/ximd/subjects"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// The universal adapter suite (handlers/target/targettest) on the webhook adapter, against the
+// loopback webhook target of edge-api §7.1 (testkit.Target), channels bound with lookup on.
+func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
+	files := targettest.NewFiles()
+	links := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(files.Bytes(strings.TrimPrefix(r.URL.Path, "/files/refs/")))
+	}))
+	t.Cleanup(links.Close)
+	targettest.Run(t, targettest.Setup{
+		Adapter: webhook.New(webhook.Options{}),
+		Files:   files,
+		FileURL: func(ref string) string { return links.URL + target.RefPath(ref) },
+		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
+			tg, err := testkit.NewTarget("s3cr3t-suite-0123456789", testkit.TargetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(tg.Close)
+			cfg := tg.Config(streaming, activity)
+			cfg["lookup"] = true
+			raw, _ := json.Marshal(cfg)
+			return targettest.Chat{
+				Config:   raw,
+				Messages: func(t *testing.T) []targettest.Seen { return seenByWebhook(t, tg) },
+				Activity: func(*testing.T) bool {
+					calls := tg.ActivityCalls()
+					return len(calls) > 0 && calls[len(calls)-1] != target.StatusIdle
+				},
+			}
+		},
+	})
+}
+
+// seenByWebhook replays the target's message calls: each POST a message, each PATCH an edit.
+func seenByWebhook(t *testing.T, tg *testkit.Target) []targettest.Seen {
+	var out []targettest.Seen
+	byID := map[string]int{}
+	for _, c := range tg.MessageCalls() {
+		var files []targettest.SeenFile
+		raw, _ := c.Body["files"].([]any)
+		for _, f := range raw {
+			fm, _ := f.(map[string]any)
+			u, _ := fm["url"].(string)
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			name, _ := fm["filename"].(string)
+			files = append(files, targettest.SeenFile{Name: name, Data: data})
+		}
+		if id, ok := strings.CutPrefix(c.Path, "/messages/"); ok {
+			if i, known := byID[id]; known {
+				out[i].Text, out[i].Files = c.Text(), files
+			}
+			continue
+		}
+		replyTo, _ := c.Body["reply_to_target_message_id"].(string)
+		id := fmt.Sprintf("tm-%d", len(byID)+1) // testkit.Target numbers its messages in order
+		byID[id] = len(out)
+		out = append(out, targettest.Seen{ID: id, Text: c.Text(), Files: files, ReplyTo: replyTo})
+	}
+	return out
+}
+
+// The universal adapter suite on the webchat adapter, against its store on a real JetStream (what
+// the page shows).
+func TestAdapters_WebchatPassesTheUniversalSuite(t *testing.T) {
+	js := natstest.JetStream(t)
+	if err := webchat.Provision(context.Background(), js, webchat.StoreConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := webchat.New(webchat.Options{JetStream: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := targettest.NewFiles()
+	n := 0
+	targettest.Run(t, targettest.Setup{
+		Adapter: a,
+		Files:   files,
+		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
+			n++
+			channel := fmt.Sprintf("suite-%d", n)
+			raw, _ := json.Marshal(map[string]any{webchat.ChannelKey: channel})
+			return targettest.Chat{
+				Config:   raw,
+				Messages: func(t *testing.T) []targettest.Seen { return seenOnPage(t, js, files, channel) },
+				Activity: func(t *testing.T) bool {
+					for _, it := range pageItems(t, js, channel) {
+						if it.Kind == webchat.KindStatus {
+							return it.Status != target.StatusIdle
+						}
+					}
+					return false
+				},
+			}
+		},
+	})
+}
+
+// pageItems reads the latest state of every item of a webchat channel.
+func pageItems(t *testing.T, js jetstream.JetStream, channel string) []webchat.Item {
+	t.Helper()
+	ctx := context.Background()
+	filter, _ := subjects.WebchatChannel(channel)
+	c, err := js.OrderedConsumer(ctx, subjects.StreamWebchat, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []webchat.Item
+	if info.NumPending == 0 {
+		return nil
+	}
+	batch, err := c.Fetch(int(info.NumPending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		var it webchat.Item
+		if json.Unmarshal(m.Data(), &it) == nil {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
+func seenOnPage(t *testing.T, js jetstream.JetStream, files *targettest.Files, channel string) []targettest.Seen {
+	var msgs []webchat.Item
+	for _, it := range pageItems(t, js, channel) {
+		if it.Kind == webchat.KindMessage && it.Role == webchat.RoleAssistant {
+			msgs = append(msgs, it)
+		}
+	}
+	slices.SortFunc(msgs, func(a, b webchat.Item) int { return int(a.Created - b.Created) })
+	var out []targettest.Seen
+	for _, it := range msgs {
+		s := targettest.Seen{ID: it.ID, Text: it.Text, ReplyTo: it.ReplyTo}
+		for _, f := range it.Files {
+			s.Files = append(s.Files, targettest.SeenFile{Name: f.Filename, Data: files.Bytes(f.FileRef)})
+		}
+		out = append(out, s)
+	}
+	return out
+}
