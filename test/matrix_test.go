@@ -43,13 +43,21 @@ type roomEvent struct {
 // body of its latest edit.
 func shownMessages(t *testing.T, u *dendrite.User, room id.RoomID) []roomEvent {
 	t.Helper()
-	resp, err := u.Client.Messages(context.Background(), room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 200)
-	if err != nil {
-		t.Fatal(err)
+	var chunk []*event.Event
+	for from := ""; ; {
+		resp, err := u.Client.Messages(context.Background(), room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk = append(chunk, resp.Chunk...)
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			break
+		}
+		from = resp.End
 	}
 	latest := map[string]string{}
 	var out []roomEvent
-	for _, ev := range resp.Chunk { // newest first
+	for _, ev := range chunk { // newest first
 		var re roomEvent
 		re.ID, re.Sender = ev.ID, ev.Sender
 		_ = json.Unmarshal(ev.Content.VeryRaw, &re.Content)

@@ -48,7 +48,7 @@ type Server struct {
 
 	bin, dir, config string
 	cmd              *exec.Cmd
-	log              *bytes.Buffer
+	log              *syncBuffer
 	done             chan struct{}
 }
 
@@ -151,7 +151,7 @@ func (s *Server) start(tb testing.TB) {
 		s.URL = "http://" + ln.Addr().String()
 		_ = ln.Close()
 	}
-	s.log = &bytes.Buffer{}
+	s.log = &syncBuffer{}
 	s.cmd = exec.Command(filepath.Join(s.bin, "dendrite"), "-config", s.config, "-http-bind-address", strings.TrimPrefix(s.URL, "http://"))
 	s.cmd.Dir = s.dir
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -179,6 +179,27 @@ func (s *Server) start(tb testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Log is what the server wrote (warnings and errors).
+func (s *Server) Log() string { return s.log.String() }
+
+// syncBuffer is a bytes.Buffer the server's output goroutine and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Stop ends the server (its data stays for a restart in the same test).

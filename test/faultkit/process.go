@@ -116,7 +116,7 @@ type Proc struct {
 func (p *Proc) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil && !isClosed(p.done) {
+	if p.cmd != nil && !Closed(p.done) {
 		return fmt.Errorf("%s: still running", p.Name)
 	}
 	if p.log == nil {
@@ -178,7 +178,7 @@ func (p *Proc) PID() int {
 func (p *Proc) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !isClosed(p.done)
+	return p.cmd != nil && !Closed(p.done)
 }
 
 // Runs counts the runs started.
@@ -242,7 +242,7 @@ func (p *Proc) signalAndWait(sig syscall.Signal, timeout time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
-	if cmd == nil || isClosed(done) {
+	if cmd == nil || Closed(done) {
 		return nil
 	}
 	_ = cmd.Process.Signal(sig)
@@ -313,7 +313,8 @@ func WaitHTTP200(ctx context.Context, url string, timeout time.Duration, alive f
 	}
 }
 
-func isClosed(c <-chan struct{}) bool {
+// Closed reports whether c is closed.
+func Closed(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true

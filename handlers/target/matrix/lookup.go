@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -29,11 +30,30 @@ type relatesTo struct {
 	EventID id.EventID `json:"event_id"`
 }
 
+// LookupRecheck is how long Lookup waits before reading the room once more when it found
+// nothing: a homeserver lists an event in /messages a moment after it accepted it (Dendrite
+// indexes it asynchronously), and an event sent just before a crash must not be taken as absent.
+const LookupRecheck = time.Second
+
 // Lookup implements target.Reconciler: it reads the room's newest events (at most
-// LookupEvents) for the bot's events carrying the idempotency key. Found: the message's first
-// event, with the content of its latest edit; it is final when that content is marked final
-// and every event of the message (its parts and files) is in the room.
+// LookupEvents) for the bot's events carrying the idempotency key, twice LookupRecheck apart
+// when the first reading finds nothing. Found: the message's first event, with the content of
+// its latest edit; it is final when that content is marked final and every event of the
+// message (its parts and files) is in the room.
 func (t *Target) Lookup(ctx context.Context, key string) (target.Shown, bool, error) {
+	shown, found, err := t.lookup(ctx, key)
+	if err != nil || found {
+		return shown, found, err
+	}
+	select {
+	case <-time.After(LookupRecheck):
+	case <-ctx.Done():
+		return target.Shown{}, false, ctx.Err()
+	}
+	return t.lookup(ctx, key)
+}
+
+func (t *Target) lookup(ctx context.Context, key string) (target.Shown, bool, error) {
 	user, err := t.acc.user(ctx)
 	if err != nil {
 		return target.Shown{}, false, mapErr("whoami", err)

@@ -26,6 +26,9 @@ const (
 	// syncTimelineLimit bounds the events one /sync returns; a gap beyond it is read back with
 	// /messages, so none is skipped.
 	syncTimelineLimit = 100
+	// BindGrace: a channel's first poll takes the room's messages from its binding (PUT) on,
+	// and this much earlier, for a homeserver clock behind ximd's.
+	BindGrace = 5 * time.Second
 )
 
 var _ target.Poller = (*Adapter)(nil)
@@ -38,8 +41,8 @@ func MessageIDOf(eventID id.EventID) string {
 }
 
 // Poll implements target.Poller: /sync long-polls filtered to the channel's room, from the sync
-// token in the inbox's cursor (the first poll of a channel starts from now: what was said before
-// it was bound is not the agent's). Each message event of someone other than the bot becomes a
+// token in the inbox's cursor (the first poll of a channel takes what was said from its binding
+// on, BindGrace included: before it, the room was not the agent's). Each message event of someone other than the bot becomes a
 // user message, its media copied into the Transfer Plane; the token is saved after the events
 // before it are submitted, so a restart replays at most the last batch, which the message_id
 // makes one message each.
@@ -67,9 +70,31 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 	}
 	log := a.log.With("channel", ch.ID)
 	if since == "" {
+		// The channel's first poll: what was said from its binding on is the agent's, the
+		// initial sync's timeline read back as far as that.
 		resp, err := acc.sync(ctx, 0, "", filter)
 		if err != nil {
 			return err
+		}
+		from := ch.OpenedAt - BindGrace.Milliseconds()
+		var events []*event.Event
+		if joined := resp.Rooms.Join[room]; joined != nil {
+			events = joined.Timeline.Events
+			if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
+				back, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, "", from)
+				if err != nil {
+					return err
+				}
+				events = append(back, events...)
+			}
+		}
+		for _, ev := range events {
+			if ev.Sender == bot || ev.Type != event.EventMessage || ev.Timestamp < from {
+				continue
+			}
+			if err := a.receive(ctx, acc, ev, in, log); err != nil {
+				return err
+			}
 		}
 		if err := in.SaveCursor(ctx, resp.NextBatch); err != nil {
 			return err
@@ -85,7 +110,7 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 		if joined := resp.Rooms.Join[room]; joined != nil { // nil: nothing new in the room
 			events = joined.Timeline.Events
 			if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
-				gap, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, since)
+				gap, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, since, 0)
 				if err != nil {
 					return err
 				}
@@ -253,9 +278,9 @@ func (acc *account) sync(ctx context.Context, timeout time.Duration, since, filt
 	return resp, err
 }
 
-// gap reads the room's message events between since and a limited sync's prev_batch, oldest
-// first.
-func (acc *account) gap(ctx context.Context, room id.RoomID, from, to string) ([]*event.Event, error) {
+// gap reads the room's message events back from a limited sync's prev_batch to the token to
+// (or, with to "", to the first event older than notBefore, Unix ms), oldest first.
+func (acc *account) gap(ctx context.Context, room id.RoomID, from, to string, notBefore int64) ([]*event.Event, error) {
 	var out []*event.Event
 	for range 100 { // at most 10,000 events
 		var resp *mautrix.RespMessages
@@ -268,7 +293,7 @@ func (acc *account) gap(ctx context.Context, room id.RoomID, from, to string) ([
 			return nil, err
 		}
 		out = append(out, resp.Chunk...)
-		if resp.End == "" || len(resp.Chunk) == 0 {
+		if resp.End == "" || len(resp.Chunk) == 0 || resp.Chunk[len(resp.Chunk)-1].Timestamp < notBefore {
 			break
 		}
 		from = resp.End

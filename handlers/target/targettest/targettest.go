@@ -341,6 +341,9 @@ func inbound(t *testing.T, s Setup) {
 	in := NewInbox(s.Files)
 	ch := chat.Channel
 	ch.Target = target.Binding{Adapter: s.Adapter.Name(), Config: chat.Config}
+	ch.OpenedAt = time.Now().UnixMilli()
+	// Said after the binding, before the first poll: the agent's all the same.
+	chat.Post(t, "said before the first poll", nil)
 	stop := startPoll(t, poller, ch, in)
 	eventually(t, "the poller has a position", func() bool { c, _ := in.Cursor(context.Background()); return c != "" })
 	// The bot's own message is not a user message.
@@ -352,29 +355,28 @@ func inbound(t *testing.T, s Setup) {
 		t.Fatal(err)
 	}
 	chat.Post(t, "hello bot", nil)
-	eventually(t, "the message in", func() bool { return len(in.Messages()) == 1 })
-	m := in.Messages()[0]
-	if m.Text != "hello bot" || m.MessageID == "" {
-		t.Fatalf("user message %+v", m)
+	eventually(t, "the messages in", func() bool { return len(in.Messages()) == 2 })
+	if m := in.Messages(); m[0].Text != "said before the first poll" || m[1].Text != "hello bot" || m[1].MessageID == "" || m[0].MessageID == m[1].MessageID {
+		t.Fatalf("user messages %+v", m)
 	}
 	data := []byte("a person's file")
 	chat.Post(t, "", &SeenFile{Name: "notes.txt", Data: data})
-	eventually(t, "the file in", func() bool { return len(in.Messages()) == 2 })
-	if fs := in.Messages()[1].Files; len(fs) != 1 || !bytes.Equal(s.Files.Bytes(fs[0].FileRef), data) {
-		t.Fatalf("file message %+v", in.Messages()[1])
+	eventually(t, "the file in", func() bool { return len(in.Messages()) == 3 })
+	if fs := in.Messages()[2].Files; len(fs) != 1 || !bytes.Equal(s.Files.Bytes(fs[0].FileRef), data) {
+		t.Fatalf("file message %+v", in.Messages()[2])
 	}
 	// Restarted from its saved position: nothing again; then a new message, once.
 	stop()
 	stop = startPoll(t, poller, ch, in)
 	chat.Post(t, "after restart", nil)
-	eventually(t, "the new message in", func() bool { return len(in.Messages()) == 3 })
+	eventually(t, "the new message in", func() bool { return len(in.Messages()) == 4 })
 	// Read again from the first position (a handover, a lost save): the same messages, not new ones.
 	stop()
 	in.SetCursor(in.FirstCursor())
 	stop = startPoll(t, poller, ch, in)
 	eventually(t, "the redelivered messages seen", func() bool { return in.Redelivered() >= 3 })
-	if got := in.Messages(); len(got) != 3 {
-		t.Fatalf("after a redelivery the inbox has %d messages, want 3", len(got))
+	if got := in.Messages(); len(got) != 4 {
+		t.Fatalf("after a redelivery the inbox has %d messages, want 4", len(got))
 	}
 	stop()
 }
