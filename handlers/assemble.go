@@ -339,12 +339,14 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 	}()
 	for {
 		buf.mu.Lock()
-		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil {
+		caps := buf.bind.Target.Capabilities()
+		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil ||
+			(buf.targetID == "" && !caps.PreviewReady(string(buf.text))) { // the next delta kicks it again
 			buf.running = false
 			buf.mu.Unlock()
 			return
 		}
-		wait := time.Until(buf.lastCall.Add(max(a.cfg.EditInterval, buf.bind.Target.Capabilities().MinEditInterval)))
+		wait := time.Until(buf.lastCall.Add(max(a.cfg.EditInterval, caps.MinEditInterval)))
 		if until := a.pacer.Until(buf.key.channel); !until.IsZero() {
 			wait = max(wait, time.Until(until)) // the platform's retry-after
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +152,35 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 		t.Fatalf("alice sees %+v, want one message with the final text", shown)
 	}
 
+	// The first preview waits for three words (first_preview_words), so the room's notification
+	// never shows a fragment.
+	for i, w := range []string{"One ", "two ", "three ", "four."} {
+		e.sendTo("mx", profile.TypeDelta, delta("m_words", i+1, w))
+		time.Sleep(30 * time.Millisecond) // each may be shown before the next comes
+	}
+	pid = e.sendTo("mx", profile.TypeMessage, msg("m_words", "One two three four."))
+	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
+		t.Fatalf("final: %+v", a)
+	}
+	resp, err := alice.Client.Messages(ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range resp.Chunk {
+		var c struct {
+			Body      string          `json:"body"`
+			RelatesTo json.RawMessage `json:"m.relates_to"`
+		}
+		_ = json.Unmarshal(ev.Content.VeryRaw, &c)
+		if strings.HasPrefix(c.Body, "One") && c.RelatesTo == nil && len(strings.Fields(c.Body)) < 3 {
+			t.Fatalf("the message first appeared as %q: fewer than three words", c.Body)
+		}
+	}
+	shown = shownMessages(t, alice, room)
+	if len(shown) != 2 || shown[1].Content.Body != "One two three four." {
+		t.Fatalf("alice sees %+v", shown)
+	}
+
 	// A file, uploaded to ximd, reaches the room's media.
 	data := []byte("\x89PNG\r\n\x1a\n not really a png")
 	ref := upload(t, e.node, "mx", "chart.png", data)
@@ -159,10 +189,10 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 		t.Fatalf("final with a file: %+v", a)
 	}
 	shown = shownMessages(t, alice, room)
-	if len(shown) != 3 || shown[1].Content.Body != "the chart" || shown[2].Content.MsgType != "m.image" {
+	if len(shown) != 4 || shown[2].Content.Body != "the chart" || shown[3].Content.MsgType != "m.image" {
 		t.Fatalf("alice sees %+v, want the text and the image", shown)
 	}
-	mxc, err := id.ParseContentURI(shown[2].Content.URL)
+	mxc, err := id.ParseContentURI(shown[3].Content.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

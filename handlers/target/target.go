@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Streaming and activity capability values (edge-api §7).
@@ -94,9 +95,20 @@ type Capabilities struct {
 	// MinEditInterval is the least time between two edits of one message the platform
 	// tolerates; the display loop waits at least this long, whatever XIM_EDIT_INTERVAL says.
 	MinEditInterval time.Duration `json:"-"`
+	// FirstPreviewWords: a streamed message is first shown once its text has this many words
+	// (or four times as many characters, for scripts without spaces), so a push notification
+	// does not show a fragment; 0 shows the first delta at once.
+	FirstPreviewWords int `json:"first_preview_words,omitempty"`
 	// ActivityRenewal is how often a shown status is shown again because the platform's
 	// indicator expires by itself (Telegram's typing after 5 s); 0: it stays until cleared.
 	ActivityRenewal time.Duration `json:"-"`
+}
+
+// PreviewReady reports whether a streamed text may be shown for the first time
+// (FirstPreviewWords).
+func (c Capabilities) PreviewReady(text string) bool {
+	n := c.FirstPreviewWords
+	return n <= 0 || len(strings.Fields(text)) >= n || utf8.RuneCountInString(text) >= 4*n
 }
 
 // InDoubtRule is c.InDoubt with its default applied.

@@ -14,6 +14,9 @@ import (
 const (
 	DefaultStreaming = target.StreamingEdit
 	DefaultActivity  = target.ActivityTyping
+	// DefaultFirstPreviewWords: a streamed answer appears (and notifies) with its first three
+	// words, not its first fragment.
+	DefaultFirstPreviewWords = 3
 )
 
 // config is a validated channel config.
@@ -23,6 +26,7 @@ type config struct {
 	roomID      string
 	streaming   string
 	activity    string
+	firstWords  int
 }
 
 // wireConfig is the JSON a channel is bound with.
@@ -32,6 +36,7 @@ type wireConfig struct {
 	RoomID      string `json:"room_id"`
 	Streaming   string `json:"streaming"`
 	Activity    string `json:"activity"`
+	FirstWords  *int   `json:"first_preview_words"`
 }
 
 // publicConfig is the config the channels API shows: defaults filled in, no access token.
@@ -40,6 +45,7 @@ type publicConfig struct {
 	RoomID     string `json:"room_id"`
 	Streaming  string `json:"streaming"`
 	Activity   string `json:"activity"`
+	FirstWords int    `json:"first_preview_words"`
 }
 
 // parseConfig decodes and validates a matrix config. Every error is a *profile.Error
@@ -56,7 +62,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		if i := strings.Index(msg, "unknown field "); i >= 0 {
 			return nil, invalid("target.config."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
 		}
-		return nil, invalid("target.config", "must be a JSON object of strings")
+		return nil, invalid("target.config", "must be a JSON object: "+msg)
 	}
 	c := &config{accessToken: w.AccessToken, roomID: w.RoomID, streaming: w.Streaming, activity: w.Activity}
 	u, err := url.Parse(w.Homeserver)
@@ -85,11 +91,18 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	if c.activity != target.ActivityTyping && c.activity != target.ActivityNone {
 		return nil, invalid("target.config.activity", `must be "typing" or "none"`)
 	}
+	c.firstWords = DefaultFirstPreviewWords
+	if w.FirstWords != nil {
+		if *w.FirstWords < 0 || *w.FirstWords > 100 {
+			return nil, invalid("target.config.first_preview_words", "must be 0..100")
+		}
+		c.firstWords = *w.FirstWords
+	}
 	return c, nil
 }
 
 func (c *config) public() publicConfig {
-	return publicConfig{Homeserver: c.homeserver, RoomID: c.roomID, Streaming: c.streaming, Activity: c.activity}
+	return publicConfig{Homeserver: c.homeserver, RoomID: c.roomID, Streaming: c.streaming, Activity: c.activity, FirstWords: c.firstWords}
 }
 
 func invalid(field, problem string) *profile.Error {

@@ -255,6 +255,7 @@ func (t *Target) Capabilities() target.Capabilities {
 	return target.Capabilities{
 		Streaming: t.cfg.streaming, Activity: t.cfg.activity, Reply: target.ReplyNative,
 		InDoubt: target.InDoubtLookup, MaxTextLength: MaxTextLength, ActivityRenewal: TypingRenewal,
+		FirstPreviewWords: t.cfg.firstWords,
 	}
 }
 
