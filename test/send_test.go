@@ -469,6 +469,13 @@ func TestSend_ReplayedSignatureRefused(t *testing.T) {
 	if status != http.StatusUnauthorized || fmt.Sprint(unknown) != fmt.Sprint(badSig) {
 		t.Fatalf("unknown channel: %d %v; bad signature: %v: want the same 401", status, unknown, badSig)
 	}
+	// The route is each adapter's (target.Receiver); an adapter that takes no posts (matrix polls)
+	// or no adapter at all has none, and the bearer token opens nothing there either.
+	for _, path := range []string{"/v1/targets/matrix/" + e.channel + "/messages", "/v1/targets/nope/" + e.channel + "/messages"} {
+		if status, body, _ := e.node.Do(http.MethodPost, path, map[string]any{}); status != http.StatusNotFound {
+			t.Errorf("POST %s: %d %s, want 404", path, status, body)
+		}
+	}
 }
 
 // A user message's file URL whose host name resolves to the node's own machine (localhost) is

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"io"
+	"net/http"
 
 	"github.com/ximd/ximd/profile"
 )
@@ -18,7 +19,7 @@ type Poller interface {
 	Poll(ctx context.Context, ch Channel, in Inbox) error
 }
 
-// Inbox is where a poller puts what it reads of one channel: user messages for xAgent (the send
+// Inbox is where a poller (or a Receiver) puts what it reads of one channel: user messages for xAgent (the send
 // path, as the webhook inbound route feeds it), their files, and its position.
 type Inbox interface {
 	// Cursor is the position saved last ("" before the first save).
@@ -31,6 +32,25 @@ type Inbox interface {
 	// message's file.
 	PutFile(ctx context.Context, f StoredFile, r io.Reader) (profile.File, error)
 	// Submit validates a user message and makes it pending for xAgent (false: submitted
-	// already). A message the profile refuses is a *profile.Error.
+	// already). A message the profile refuses is a *profile.Error; its files are discarded.
 	Submit(ctx context.Context, m profile.Message) (bool, error)
+	// Discard removes a stored file of a message that will not be submitted (a later file of it
+	// failed), so nothing is left behind.
+	Discard(ctx context.Context, fileRef string) error
+}
+
+// Receiver is optional: an adapter whose platform calls ximd with its users' messages (the
+// webhook target's posts, an event subscription). The gateway routes
+// POST /v1/targets/{adapter}/{channel}/{path...} to it, without the bearer token, with the body
+// bounded by XIM_MAX_PACKET_BYTES and read under XIM_BODY_TIMEOUT, at most
+// XIM_MAX_INBOUND_REQUESTS at once.
+type Receiver interface {
+	// Receive handles a request for an open channel of the adapter: it checks the platform's
+	// signature, submits what the request carries through in, and writes the answer. It
+	// returns the outcome for the metrics ("accepted", "duplicate", ...); a refusal is returned
+	// as a *profile.Error instead, which the gateway writes.
+	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inbox) (outcome string, err error)
+	// Refusal answers a request for a channel that is not open on this adapter exactly as a
+	// bad signature is answered, so the route tells nobody without a secret which channels exist.
+	Refusal() error
 }

@@ -99,7 +99,7 @@ type Parts struct {
 	Gateway  http.Handler // GET /v1/ws
 	Channels *ChannelsAPI
 	Files    http.Handler // /files/...
-	Inbound  http.Handler // optional: /v1/targets/... (own signatures, no bearer token)
+	Inbound  http.Handler // optional: POST /v1/targets/{adapter}/{channel}/{path...} (Receivers: own signatures, no bearer token)
 	Gatherer prometheus.Gatherer
 	// Registerer, optional, takes the edge's own metrics (ximd_inbound_requests_in_flight).
 	Registerer prometheus.Registerer
@@ -143,7 +143,7 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 		if p.Registerer != nil {
 			p.Registerer.MustRegister(inFlight)
 		}
-		e.mux.Handle("POST /v1/targets/webhook/{channel}/messages", limit(max, inFlight, p.Inbound))
+		e.mux.Handle("POST /v1/targets/{adapter}/{channel}/{path...}", limit(max, inFlight, p.Inbound))
 	}
 	if p.Webchat != nil {
 		e.mux.Handle("/webchat/", p.Webchat)

@@ -178,7 +178,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hook := webhook.New(webhook.Options{Logger: n.logger})
+	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
+	hook := webhook.New(webhook.Options{Logger: n.logger, Fetcher: fetcher})
 	chat, err := n.openWebchat(js, reg)
 	if err != nil {
 		return err
@@ -204,7 +205,7 @@ func (n *Node) Run(ctx context.Context) error {
 		closers = append(closers, closeOps)
 	}
 	if n.cfg.Role != RoleWorker {
-		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, outbox, fileStore, hook, adapters, errc)
+		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, outbox, fileStore, adapters, errc)
 		if err != nil {
 			return err
 		}
@@ -566,7 +567,7 @@ func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer 
 	}
 }
 
-func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, hook *webhook.Adapter, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
 	log := n.logger.With("role", "gateway")
 	token, err := n.agentToken()
 	if err != nil {
@@ -586,8 +587,10 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs, cursors: cursors}
-	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
-	inbound := edge.NewInbound(edge.InboundConfig{MaxBodyBytes: n.cfg.MaxPacketBytes}, reg, hook, profile.Default(), fs, fetcher, outbox, n.reg, log)
+	inbox := func(channel string) target.Inbox {
+		return &channelInbox{channel: channel, cursors: cursors, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
+	}
+	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, adapters, inbox, n.reg, log)
 	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)
 	if err != nil {
 		return nil, err

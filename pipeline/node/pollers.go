@@ -168,7 +168,7 @@ func (p *pollers) loop(ctx context.Context, ch target.Channel, poller target.Pol
 	}
 }
 
-// channelInbox is a polled channel's target.Inbox: its cursor in KV xim_cursors, its files in the
+// channelInbox is a channel's target.Inbox (for its poller, or its adapter's inbound route): its cursor in KV xim_cursors, its files in the
 // Transfer Plane, its user messages in the outbox (the send path).
 type channelInbox struct {
 	channel string
@@ -208,6 +208,10 @@ func (in *channelInbox) PutFile(ctx context.Context, f target.StoredFile, r io.R
 	}
 	return profile.File{Type: stored.Type, FileRef: stored.FileRef, Filename: stored.Filename, MimeType: stored.MimeType,
 		ByteSize: stored.ByteSize, ExpiresAt: stored.ExpiresAt, DownloadURL: files.RefPath(stored.FileRef)}, nil
+}
+
+func (in *channelInbox) Discard(ctx context.Context, fileRef string) error {
+	return in.files.Discard(ctx, fileRef)
 }
 
 // Submit validates m as a Connector -> xAgent chat.message and submits it; when it is refused or

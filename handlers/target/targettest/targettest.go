@@ -530,6 +530,14 @@ func (in *Inbox) Submit(_ context.Context, m profile.Message) (bool, error) {
 	return true, nil
 }
 
+// Discard forgets a stored file.
+func (in *Inbox) Discard(_ context.Context, ref string) error {
+	in.files.mu.Lock()
+	delete(in.files.files, ref)
+	in.files.mu.Unlock()
+	return nil
+}
+
 // Messages returns the submitted messages in order.
 func (in *Inbox) Messages() []profile.Message {
 	in.mu.Lock()

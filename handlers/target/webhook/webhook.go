@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -51,6 +52,9 @@ type Options struct {
 	// Logger receives a debug record per call (method, path, status,
 	// duration; never a secret or a body). Optional: nil discards.
 	Logger *slog.Logger
+	// Fetcher downloads the files of user messages the target posts (Receive), from the
+	// channel's hosts only. Optional: nil refuses posts with files (file_download_failed).
+	Fetcher *download.Fetcher
 }
 
 // Adapter is the webhook [target.Adapter]. It is safe for concurrent use;
@@ -59,13 +63,14 @@ type Adapter struct {
 	client *http.Client
 	owned  bool // client was built by New; Close may close its connections
 	log    *slog.Logger
+	fetch  *download.Fetcher
 }
 
 var _ target.Adapter = (*Adapter)(nil)
 
 // New returns the webhook adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{client: opts.Client, log: opts.Logger}
+	a := &Adapter{client: opts.Client, log: opts.Logger, fetch: opts.Fetcher}
 	if a.client == nil {
 		a.client = newClient()
 		a.owned = true
