@@ -103,10 +103,12 @@ func TestStages_SplitAcrossWorkersKeepCrossStageRules(t *testing.T) {
 	for _, ch := range channels {
 		calls := targets[ch].Calls()
 		finalAt := map[string]int{} // idempotency key -> index of its final call
+		shownAt := map[string]int{} // idempotency key -> index of the call that created it
 		posts := map[string]int{}
 		for i, c := range calls {
 			if c.Method == "POST" && c.Path == "/messages" {
 				posts[c.Key]++
+				shownAt[c.Key] = i
 			}
 			if c.Key != "" && c.Final() {
 				if _, dup := finalAt[c.Key]; dup {
@@ -134,6 +136,9 @@ func TestStages_SplitAcrossWorkersKeepCrossStageRules(t *testing.T) {
 				tool, _ := c.Body["tool_name"].(string)
 				if at, ok := finalAt[ch+":"+tool]; ok && i > at {
 					t.Fatalf("%s: status of %s shown after its final (call %d after %d)", ch, tool, i, at)
+				}
+				if at, ok := shownAt[ch+":"+tool]; ok && i > at { // P-ACT-5
+					t.Fatalf("%s: status of %s shown after its message appeared (call %d after %d)", ch, tool, i, at)
 				}
 			}
 		}
