@@ -528,3 +528,76 @@ func TestBounded_EvictedWhileDisplayingFinalDoesNotCreateTwice(t *testing.T) {
 		t.Fatalf("%d target messages created for one message: %s", posts, dump(e.target.MessageCalls()))
 	}
 }
+
+// Issue 11 item 5: a record write that fails after a streamed message was created (the bucket
+// full at that moment) never loses the display handle, even when the buffer is evicted before
+// its final: the final edits the message that exists, never creates a second one.
+func TestBounded_UnrecordedDisplayHandleSurvivesEviction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{streaming: "edit", activity: "none", mutate: func(c *node.Config) {
+		c.Store.CompletedMaxBytes = 1 << 20 // the smallest allowed
+		c.MaxDeltaBuffers = 1
+	}})
+	release := make(chan struct{})
+	var once sync.Once
+	e.target.SetAnswer(func(c testkit.Call) int {
+		if c.Method == http.MethodPost && c.Key == e.channel+":m_unrec" {
+			<-release // the create waits while the bucket fills
+		}
+		return 200
+	})
+	e.send(profile.TypeDelta, delta("m_unrec", 1, "streamed "))
+	e.waitCalls("the message is being created", func(calls []testkit.Call) bool { return len(calls) == 1 })
+
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := []byte(`{"state":"done","digest":"` + strings.Repeat("0", 64) + `","at":1}` + strings.Repeat(" ", 900))
+	var keys []string
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("cch_filler.m%d", i)
+		if _, err := kv.Put(context.Background(), k, filler); err != nil {
+			break
+		}
+		keys = append(keys, k)
+	}
+	once.Do(func() { close(release) })
+	poll(t, "the handle's record write failed", func() bool {
+		return metric(t, e.node, `ximd_delta_buffers_open 1`) // still held
+	})
+	// Another message's delta evicts the buffer (XIM_MAX_DELTA_BUFFERS=1).
+	e.send(profile.TypeDelta, delta("m_other", 1, "x"))
+	poll(t, "the buffer was evicted", func() bool {
+		return metric(t, e.node, `ximd_delta_buffers_evicted_total{reason="capacity"} 1`)
+	})
+	for _, k := range keys {
+		_ = kv.Purge(context.Background(), k)
+	}
+	_, ack := e.final(msg("m_unrec", "streamed and final"))
+	wantAck(t, ack, profile.AckAccepted, "")
+	var posts, finals int
+	for _, c := range e.target.MessageCalls() {
+		if c.Key != e.channel+":m_unrec" {
+			continue
+		}
+		if c.Method == http.MethodPost {
+			posts++
+		}
+		if c.Final() {
+			finals++
+			if c.Method != http.MethodPatch || c.Text() != "streamed and final" {
+				t.Fatalf("the final was %s %s %q: want an edit of the message created", c.Method, c.Path, c.Text())
+			}
+		}
+	}
+	if posts != 1 || finals != 1 {
+		t.Fatalf("%d creates and %d finals: %s", posts, finals, dump(e.target.MessageCalls()))
+	}
+}
