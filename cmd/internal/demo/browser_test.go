@@ -18,6 +18,8 @@ import (
 
 	"github.com/ximd/ximd/cmd/internal/agent"
 	"github.com/ximd/ximd/cmd/internal/demo"
+	"github.com/ximd/ximd/pipeline/xagent"
+	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -177,6 +179,30 @@ func TestDemoInBrowser(t *testing.T) {
 	    a[1].querySelector('.text').textContent.includes('Files received and sent back: chart.png');
 	})()`)
 
+	// 4. im.reply_message (edge-api §8, webchat reply "native"): the reply shows the start of the
+	// message it answers, quoted above its text.
+	firstID, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('.msg.assistant.final').dataset.id`))
+	if err != nil || firstID == "" {
+		t.Fatalf("the first answer's id: %q %v", firstID, err)
+	}
+	xa, err := xagent.Dial(ctx, n.Addr, n.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xa.Close()
+	pid, err := xa.Invoke(ctx, demo.Channel, "inv_browser_reply", profile.ToolReplyMessage, map[string]any{"reply_to_target_message_id": firstID, "text": "a reply to the first answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env, err := xa.Reply(pid, 10*time.Second); err != nil || env.Type != profile.TypeToolResult {
+		t.Fatalf("tool.result: %+v %v", env, err)
+	}
+	eventually("the reply quotes the first answer", `(() => {
+	  const a = [...document.querySelectorAll('.msg.assistant.final')].find(e => e.querySelector('.text').textContent === 'a reply to the first answer');
+	  const q = a && a.querySelector('.quote');
+	  return !!q && q.textContent.startsWith('↩ ') && q.textContent.length > 10;
+	})()`)
+
 	if out := os.Getenv("XIMD_SCREENSHOT"); out != "" {
 		shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
 		if err != nil {
@@ -191,7 +217,7 @@ func TestDemoInBrowser(t *testing.T) {
 		t.Logf("screenshot written to %s", out)
 	}
 
-	// 4. ximd unreachable: the page says so, and a message waits as "not sent yet".
+	// 5. ximd unreachable: the page says so, and a message waits as "not sent yet".
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
