@@ -398,17 +398,7 @@ func TestBounded_CompletedStoreFullRefusesNewFinals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := []byte(`{"state":"done","digest":"` + strings.Repeat("0", 64) + `","at":1}` + strings.Repeat(" ", 900))
-	full := false
-	for i := 0; i < 2000 && !full; i++ {
-		if _, err := kv.Put(context.Background(), fmt.Sprintf("cch_filler.m%d", i), filler); err != nil {
-			t.Logf("bucket full after %d filler records: %v", i, err)
-			full = true
-		}
-	}
-	if !full {
-		t.Fatal("the bucket never filled")
-	}
+	fillRecords(t, kv)
 	calls := len(e.target.Calls())
 	_, ack = e.final(msg("m_refused", "x"))
 	if ack.Status != profile.AckRejected || ack.Code != profile.CodeInternal || !retryable(ack) {
@@ -559,15 +549,7 @@ func TestBounded_UnrecordedDisplayHandleSurvivesEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := []byte(`{"state":"done","digest":"` + strings.Repeat("0", 64) + `","at":1}` + strings.Repeat(" ", 900))
-	var keys []string
-	for i := 0; i < 2000; i++ {
-		k := fmt.Sprintf("cch_filler.m%d", i)
-		if _, err := kv.Put(context.Background(), k, filler); err != nil {
-			break
-		}
-		keys = append(keys, k)
-	}
+	keys := fillRecords(t, kv)
 	once.Do(func() { close(release) })
 	poll(t, "the handle's record write failed", func() bool {
 		return metric(t, e.node, `ximd_delta_buffers_open 1`) // still held
@@ -600,4 +582,22 @@ func TestBounded_UnrecordedDisplayHandleSurvivesEviction(t *testing.T) {
 	if posts != 1 || finals != 1 {
 		t.Fatalf("%d creates and %d finals: %s", posts, finals, dump(e.target.MessageCalls()))
 	}
+}
+
+// fillRecords fills the (1 MiB) message record bucket with records of another channel until a
+// write is refused, and returns their keys.
+func fillRecords(t *testing.T, kv jetstream.KeyValue) []string {
+	t.Helper()
+	filler := []byte(`{"state":"done","digest":"` + strings.Repeat("0", 64) + `","at":1}` + strings.Repeat(" ", 900))
+	var keys []string
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("cch_filler.m%d", i)
+		if _, err := kv.Put(context.Background(), k, filler); err != nil {
+			t.Logf("bucket full after %d filler records: %v", i, err)
+			return keys
+		}
+		keys = append(keys, k)
+	}
+	t.Fatal("the bucket never filled")
+	return nil
 }

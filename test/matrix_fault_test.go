@@ -161,9 +161,9 @@ func TestMatrix_KillNineNeverTwiceNeverLost(t *testing.T) {
 	var shown map[string]int
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		shown, shownTwice, missing = map[string]int{}, nil, nil
-		for _, m := range shownMessages(t, alice, room) {
+		for _, m := range alice.Messages(t, room) {
 			if m.Sender == bot.ID {
-				shown[m.Content.Body]++
+				shown[m.Body]++
 			}
 		}
 		for i := 0; i < answers; i++ {

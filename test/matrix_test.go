@@ -19,63 +19,6 @@ import (
 	"github.com/ximd/ximd/test/testkit"
 )
 
-// roomEvent is what a person's client reads of a room event.
-type roomEvent struct {
-	ID      id.EventID
-	Sender  id.UserID
-	Content struct {
-		MsgType    string `json:"msgtype"`
-		Body       string `json:"body"`
-		URL        string `json:"url"`
-		NewContent *struct {
-			Body string `json:"body"`
-		} `json:"m.new_content"`
-		RelatesTo *struct {
-			RelType   string `json:"rel_type"`
-			EventID   string `json:"event_id"`
-			InReplyTo *struct {
-				EventID string `json:"event_id"`
-			} `json:"m.in_reply_to"`
-		} `json:"m.relates_to"`
-	}
-}
-
-// shownMessages is the room as a person sees it: each original message (oldest first) with the
-// body of its latest edit.
-func shownMessages(t *testing.T, u *dendrite.User, room id.RoomID) []roomEvent {
-	t.Helper()
-	var chunk []*event.Event
-	for from := ""; ; {
-		resp, err := u.Client.Messages(context.Background(), room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chunk = append(chunk, resp.Chunk...)
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
-	}
-	latest := map[string]string{}
-	var out []roomEvent
-	for _, ev := range chunk { // newest first
-		var re roomEvent
-		re.ID, re.Sender = ev.ID, ev.Sender
-		_ = json.Unmarshal(ev.Content.VeryRaw, &re.Content)
-		if r := re.Content.RelatesTo; r != nil && r.RelType == "m.replace" && re.Content.NewContent != nil {
-			if _, seen := latest[r.EventID]; !seen {
-				latest[r.EventID] = re.Content.NewContent.Body
-			}
-			continue
-		}
-		if body, ok := latest[string(re.ID)]; ok {
-			re.Content.Body = body
-		}
-		out = append([]roomEvent{re}, out...)
-	}
-	return out
-}
-
 // openMatrix binds channel to the room through the real API.
 func openMatrix(n *testkit.Node, channel string, cfg map[string]any) (int, []byte, error) {
 	return n.Do(http.MethodPut, "/v1/channels/"+channel, map[string]any{
@@ -106,36 +49,8 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 
 	// Typing while the agent thinks, seen by alice's sync.
 	ctx := context.Background()
-	sync, err := alice.Client.SyncRequest(ctx, 0, "", "", false, event.PresenceOnline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	since := sync.NextBatch
-	typing := func() bool {
-		resp, err := alice.Client.SyncRequest(ctx, 500, since, "", false, event.PresenceOnline)
-		if err != nil {
-			t.Fatal(err)
-		}
-		since = resp.NextBatch
-		jr := resp.Rooms.Join[room]
-		if jr == nil {
-			return false
-		}
-		for _, ev := range jr.Ephemeral.Events {
-			if ev.Type == event.EphemeralEventTyping {
-				var c struct {
-					UserIDs []id.UserID `json:"user_ids"`
-				}
-				_ = json.Unmarshal(ev.Content.VeryRaw, &c)
-				for _, u := range c.UserIDs {
-					if u == bot.ID {
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
+	typingSeen := alice.Typing(room, bot.ID)
+	typing := func() bool { return typingSeen(t) }
 	e.sendTo("mx", profile.TypeActivity, map[string]any{"status": "thinking"})
 	poll(t, "alice sees the bot typing", typing)
 
@@ -147,8 +62,8 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
 		t.Fatalf("final: %+v", a)
 	}
-	shown := shownMessages(t, alice, room)
-	if len(shown) != 1 || shown[0].Content.Body != "Hello, Alice. How can I help?" || shown[0].Sender != bot.ID {
+	shown := alice.Messages(t, room)
+	if len(shown) != 1 || shown[0].Body != "Hello, Alice. How can I help?" || shown[0].Sender != bot.ID {
 		t.Fatalf("alice sees %+v, want one message with the final text", shown)
 	}
 
@@ -176,8 +91,8 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 			t.Fatalf("the message first appeared as %q: fewer than three words", c.Body)
 		}
 	}
-	shown = shownMessages(t, alice, room)
-	if len(shown) != 2 || shown[1].Content.Body != "One two three four." {
+	shown = alice.Messages(t, room)
+	if len(shown) != 2 || shown[1].Body != "One two three four." {
 		t.Fatalf("alice sees %+v", shown)
 	}
 
@@ -188,11 +103,11 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 	if a := e.ackOf(pid); a.Status != profile.AckAccepted {
 		t.Fatalf("final with a file: %+v", a)
 	}
-	shown = shownMessages(t, alice, room)
-	if len(shown) != 4 || shown[2].Content.Body != "the chart" || shown[3].Content.MsgType != "m.image" {
+	shown = alice.Messages(t, room)
+	if len(shown) != 4 || shown[2].Body != "the chart" || shown[3].MsgType != "m.image" {
 		t.Fatalf("alice sees %+v, want the text and the image", shown)
 	}
-	mxc, err := id.ParseContentURI(shown[3].Content.URL)
+	mxc, err := id.ParseContentURI(shown[3].URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +121,9 @@ func TestMatrix_EndToEndAgainstDendrite(t *testing.T) {
 	if !r.OK {
 		t.Fatalf("reply: %+v", r)
 	}
-	shown = shownMessages(t, alice, room)
+	shown = alice.Messages(t, room)
 	last := shown[len(shown)-1]
-	if last.Content.Body != "more on that" || last.Content.RelatesTo == nil || last.Content.RelatesTo.InReplyTo == nil || last.Content.RelatesTo.InReplyTo.EventID != string(shown[0].ID) || r.Result.TargetMessageID != string(last.ID) {
+	if last.Body != "more on that" || last.ReplyTo != string(shown[0].ID) || r.Result.TargetMessageID != string(last.ID) {
 		t.Fatalf("reply shown as %+v (result %+v)", last, r)
 	}
 	poll(t, "the typing stops with the answer", func() bool { return !typing() })

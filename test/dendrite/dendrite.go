@@ -12,6 +12,7 @@ package dendrite
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,4 +274,100 @@ func (s *Server) Room(tb testing.TB, owner *User, encrypted bool, others ...*Use
 		}
 	}
 	return resp.RoomID
+}
+
+// Message is a room message as a person's client shows it.
+type Message struct {
+	ID      id.EventID
+	Sender  id.UserID
+	MsgType string
+	// Body is the text now: the latest m.replace edit's, else the event's.
+	Body string
+	// Filename and URL (mxc://) of a media message.
+	Filename, URL string
+	// ReplyTo is the event the message replies to ("": none).
+	ReplyTo string
+}
+
+// Messages returns the room's m.room.message events as u sees them, oldest first: the
+// originals, each with the body of its latest edit.
+func (u *User) Messages(tb testing.TB, room id.RoomID) []Message {
+	tb.Helper()
+	var chunk []*event.Event
+	for from := ""; ; {
+		resp, err := u.Client.Messages(context.Background(), room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 500)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		chunk = append(chunk, resp.Chunk...)
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			break
+		}
+		from = resp.End
+	}
+	var c struct {
+		MsgType    string `json:"msgtype"`
+		Body       string `json:"body"`
+		Filename   string `json:"filename"`
+		URL        string `json:"url"`
+		NewContent *struct {
+			Body string `json:"body"`
+		} `json:"m.new_content"`
+		RelatesTo *struct {
+			RelType   string `json:"rel_type"`
+			EventID   string `json:"event_id"`
+			InReplyTo *struct {
+				EventID string `json:"event_id"`
+			} `json:"m.in_reply_to"`
+		} `json:"m.relates_to"`
+	}
+	latest := map[string]string{}
+	var out []Message
+	for _, ev := range chunk { // newest first
+		c.NewContent, c.RelatesTo, c.Filename, c.URL = nil, nil, "", ""
+		_ = json.Unmarshal(ev.Content.VeryRaw, &c)
+		if r := c.RelatesTo; r != nil && r.RelType == "m.replace" && c.NewContent != nil {
+			if _, seen := latest[r.EventID]; !seen {
+				latest[r.EventID] = c.NewContent.Body
+			}
+			continue
+		}
+		m := Message{ID: ev.ID, Sender: ev.Sender, MsgType: c.MsgType, Body: c.Body, Filename: c.Filename, URL: c.URL}
+		if body, ok := latest[string(ev.ID)]; ok {
+			m.Body = body
+		}
+		if c.RelatesTo != nil && c.RelatesTo.InReplyTo != nil {
+			m.ReplyTo = c.RelatesTo.InReplyTo.EventID
+		}
+		out = append([]Message{m}, out...)
+	}
+	return out
+}
+
+// Typing returns a function that reports, from u's sync, whether who types in room now.
+func (u *User) Typing(room id.RoomID, who id.UserID) func(tb testing.TB) bool {
+	since, typing := "", false
+	return func(tb testing.TB) bool {
+		tb.Helper()
+		resp, err := u.Client.SyncRequest(context.Background(), 200, since, "", false, event.PresenceOffline)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		since = resp.NextBatch
+		jr := resp.Rooms.Join[room]
+		if jr == nil {
+			return typing
+		}
+		for _, ev := range jr.Ephemeral.Events {
+			if ev.Type != event.EphemeralEventTyping {
+				continue
+			}
+			var c struct {
+				UserIDs []id.UserID `json:"user_ids"`
+			}
+			_ = json.Unmarshal(ev.Content.VeryRaw, &c)
+			typing = slices.Contains(c.UserIDs, who)
+		}
+		return typing
+	}
 }

@@ -2,11 +2,9 @@ package matrix_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
-	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -39,108 +37,45 @@ func TestMatrix_UniversalAdapterSuite(t *testing.T) {
 		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
 			room := s.Room(t, bot, false, alice)
 			cfg := config(t, s, bot, room, map[string]any{"streaming": streaming, "activity": activity})
+			typing := alice.Typing(room, bot.ID)
 			return targettest.Chat{
 				Config:   cfg,
 				Channel:  target.Channel{ID: "suite"},
 				Messages: func(t *testing.T) []targettest.Seen { return seenBy(t, alice, bot.ID, room) },
-				Activity: typingSeenBy(t, alice, bot.ID, room),
+				Activity: func(t *testing.T) bool { return typing(t) },
 				Post:     func(t *testing.T, text string, f *targettest.SeenFile) string { return postAs(t, alice, room, text, f) },
 			}
 		},
 	})
 }
 
-// seenBy is the room as u sees it: the bot's messages, oldest first, each with its latest edit.
+// seenBy is the room as u sees it: the bot's messages, oldest first, with their files' bytes.
 func seenBy(t *testing.T, u *dendrite.User, bot id.UserID, room id.RoomID) []targettest.Seen {
 	t.Helper()
-	ctx := context.Background()
-	resp, err := u.Client.Messages(ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{bot}}, 500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type content struct {
-		MsgType    string `json:"msgtype"`
-		Body       string `json:"body"`
-		Filename   string `json:"filename"`
-		URL        string `json:"url"`
-		NewContent *struct {
-			Body string `json:"body"`
-		} `json:"m.new_content"`
-		RelatesTo *struct {
-			RelType   string `json:"rel_type"`
-			EventID   string `json:"event_id"`
-			InReplyTo *struct {
-				EventID string `json:"event_id"`
-			} `json:"m.in_reply_to"`
-		} `json:"m.relates_to"`
-	}
-	latest := map[string]string{}
 	var out []targettest.Seen
-	for _, ev := range resp.Chunk { // newest first
-		var c content
-		_ = json.Unmarshal(ev.Content.VeryRaw, &c)
-		if c.RelatesTo != nil && c.RelatesTo.RelType == "m.replace" && c.NewContent != nil {
-			if _, ok := latest[c.RelatesTo.EventID]; !ok {
-				latest[c.RelatesTo.EventID] = c.NewContent.Body
-			}
+	for _, m := range u.Messages(t, room) {
+		if m.Sender != bot {
 			continue
 		}
-		m := targettest.Seen{ID: string(ev.ID), Text: c.Body}
-		if body, ok := latest[m.ID]; ok {
-			m.Text = body
-		}
-		if c.RelatesTo != nil && c.RelatesTo.InReplyTo != nil {
-			m.ReplyTo = c.RelatesTo.InReplyTo.EventID
-		}
-		if c.URL != "" {
-			uri, err := id.ParseContentURI(c.URL)
+		s := targettest.Seen{ID: string(m.ID), Text: m.Body, ReplyTo: m.ReplyTo}
+		if m.URL != "" {
+			uri, err := id.ParseContentURI(m.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, err := u.Client.DownloadBytes(ctx, uri)
+			data, err := u.Client.DownloadBytes(context.Background(), uri)
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := c.Filename
+			name := m.Filename
 			if name == "" {
-				name = c.Body
+				name = m.Body
 			}
-			m.Text, m.Files = "", []targettest.SeenFile{{Name: name, Data: data}}
+			s.Text, s.Files = "", []targettest.SeenFile{{Name: name, Data: data}}
 		}
-		out = append([]targettest.Seen{m}, out...)
+		out = append(out, s)
 	}
 	return out
-}
-
-// typingSeenBy reports, from u's sync, whether the bot types in the room.
-func typingSeenBy(t *testing.T, u *dendrite.User, bot id.UserID, room id.RoomID) func(*testing.T) bool {
-	since := ""
-	typing := false
-	return func(t *testing.T) bool {
-		resp, err := u.Client.SyncRequest(context.Background(), 200, since, "", false, event.PresenceOffline)
-		if err != nil {
-			t.Fatal(err)
-		}
-		since = resp.NextBatch
-		jr := resp.Rooms.Join[room]
-		if jr == nil {
-			return typing
-		}
-		for _, ev := range jr.Ephemeral.Events {
-			if ev.Type != event.EphemeralEventTyping {
-				continue
-			}
-			var c struct {
-				UserIDs []id.UserID `json:"user_ids"`
-			}
-			_ = json.Unmarshal(ev.Content.VeryRaw, &c)
-			typing = false
-			for _, uid := range c.UserIDs {
-				typing = typing || uid == bot
-			}
-		}
-		return typing
-	}
 }
 
 // postAs sends text (or a file with text as its caption) as u.
