@@ -388,16 +388,7 @@ func TestBounded_CompletedStoreFullRefusesNewFinals(t *testing.T) {
 	_, ack := e.final(msg("m_first", "x"))
 	wantAck(t, ack, profile.AckAccepted, "")
 	// Fill the bucket with other records (as many completed messages would), quickly.
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := messageRecords(t, e)
 	fillRecords(t, kv)
 	calls := len(e.target.Calls())
 	_, ack = e.final(msg("m_refused", "x"))
@@ -539,16 +530,7 @@ func TestBounded_UnrecordedDisplayHandleSurvivesEviction(t *testing.T) {
 	e.send(profile.TypeDelta, delta("m_unrec", 1, "streamed "))
 	e.waitCalls("the message is being created", func(calls []testkit.Call) bool { return len(calls) == 1 })
 
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := messageRecords(t, e)
 	keys := fillRecords(t, kv)
 	once.Do(func() { close(release) })
 	poll(t, "the handle's record write failed", func() bool {
