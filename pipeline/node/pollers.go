@@ -236,7 +236,7 @@ func (in *channelInbox) Submit(ctx context.Context, m profile.Message) (ok bool,
 	}
 	ok, err = in.outbox.Submit(ctx, in.channel, m)
 	if ok {
-		in.logger.Info("target_message_received", "channel", in.channel, "message_id", m.MessageID, "files", len(m.Files), "stage", "poll")
+		in.logger.Info("target_message_received", "channel", in.channel, "message_id", m.MessageID, "files", len(m.Files))
 	}
 	return ok, err
 }

@@ -112,7 +112,6 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch target.Chan
 	if _, err := in.Submit(ctx, msg); err != nil {
 		return "", err
 	}
-	a.log.Info("target_message_received", "channel", ch.ID, "message_id", id, "files", len(msg.Files))
 	writeAccepted(w, map[string]any{"message_id": id})
 	return "accepted", nil
 }
