@@ -238,7 +238,8 @@ func EditorOf(t Target) (Editor, bool) {
 // ShowerOf returns t's [ActivityShower] when its capabilities show activity.
 func ShowerOf(t Target) (ActivityShower, bool) {
 	s, ok := t.(ActivityShower)
-	return s, ok && t.Capabilities().Activity != ActivityNone && t.Capabilities().Activity != ""
+	a := t.Capabilities().Activity
+	return s, ok && a != ActivityNone && a != ""
 }
 
 // ReconcilerOf returns t's [Reconciler] when its capabilities settle doubt by lookup.

@@ -14,15 +14,14 @@ import (
 
 // ximdContent is what Lookup reads of an event ximd sent.
 type ximdContent struct {
-	Body       string          `json:"body"`
-	Key        string          `json:"org.ximd.idempotency_key"`
-	Part       int             `json:"org.ximd.part"`
-	Parts      int             `json:"org.ximd.parts"`
-	Final      bool            `json:"org.ximd.final"`
-	TextSHA    string          `json:"org.ximd.text_sha256"`
-	NewContent *ximdContent    `json:"m.new_content"`
-	RelatesTo  *relatesTo      `json:"m.relates_to"`
-	Raw        json.RawMessage `json:"-"`
+	Body       string       `json:"body"`
+	Key        string       `json:"org.ximd.idempotency_key"`
+	Part       int          `json:"org.ximd.part"`
+	Parts      int          `json:"org.ximd.parts"`
+	Final      bool         `json:"org.ximd.final"`
+	TextSHA    string       `json:"org.ximd.text_sha256"`
+	NewContent *ximdContent `json:"m.new_content"`
+	RelatesTo  *relatesTo   `json:"m.relates_to"`
 }
 
 type relatesTo struct {
@@ -106,7 +105,7 @@ func (t *Target) lookup(ctx context.Context, key string) (target.Shown, bool, er
 	if e, ok := latest[main]; ok {
 		c = e
 	}
-	final := c.Final && len(parts) >= c.Parts
+	final := c.Final
 	for i := 0; final && i < c.Parts; i++ {
 		final = parts[i]
 	}

@@ -138,11 +138,12 @@ func TestMatrix_RateLimitCarriesTheRetryTime(t *testing.T) {
 	}
 	ctx := context.Background()
 	var limited error
+	var limitedAt time.Time
 	shower := tg.(target.ActivityShower)
 	for i := 0; i < 50 && limited == nil; i++ {
 		err := shower.ShowActivity(ctx, target.Activity{Status: target.StatusTyping})
 		if codeOf(err) == profile.CodeTargetRateLimited {
-			limited = err
+			limited, limitedAt = err, time.Now()
 		} else if err != nil {
 			t.Fatal(err)
 		}
@@ -151,9 +152,11 @@ func TestMatrix_RateLimitCarriesTheRetryTime(t *testing.T) {
 	if limited == nil || !ok || after <= 0 || after > time.Minute {
 		t.Fatalf("rate limit: %v (after %s %v)", limited, after, ok)
 	}
-	start := time.Now()
+	// Sends are not rate-limited by Dendrite: a target_rate_limited now is the account's own pause.
 	_, err = tg.Send(ctx, target.Message{Text: "y", Final: true})
-	if codeOf(err) != profile.CodeTargetRateLimited || time.Since(start) > 50*time.Millisecond {
-		t.Fatalf("while paused: %v after %s, want an immediate target_rate_limited", err, time.Since(start))
+	if paused := time.Since(limitedAt) < after; paused && (codeOf(err) != profile.CodeTargetRateLimited || !strings.Contains(err.Error(), "rate-limits this account")) {
+		t.Fatalf("while paused: %v, want the account's target_rate_limited without a call", err)
+	} else if !paused {
+		t.Logf("the pause of %s had passed before the send (a loaded machine): not checked", after)
 	}
 }
