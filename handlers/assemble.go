@@ -39,9 +39,11 @@ type AssembleConfig struct {
 }
 
 // Assembler applies deltas in sequence order (P-DLT-1/2, P-ERR-4) and displays them on `edit`
-// targets: the first displayed delta creates the target message, later ones edit it, at most
-// once per EditInterval and with at most one call in flight per message (latest text wins).
-// On `none` targets it keeps only what sequence checks need.
+// targets (the first displayed delta creates the target message, later ones edit it) and on
+// `draft` targets (each display is a preview that creates nothing), at most once per
+// EditInterval and with at most one call in flight per message (latest text wins); a platform's
+// retry-after pauses the display, never ends it. On `none` targets it keeps only what sequence
+// checks need.
 type Assembler struct {
 	cfg     AssembleConfig
 	records *Records
@@ -68,11 +70,12 @@ type Assembler struct {
 type bufKey struct{ channel, messageID string }
 
 type buffer struct {
-	key  bufKey
-	kv   string // KV key of the message
-	bind Bound
-	edit target.Editor // nil: not displayed
-	at   Place         // place of the latest applied delta (buf.mu)
+	key   bufKey
+	kv    string // KV key of the message
+	bind  Bound
+	edit  target.Editor  // streaming edit (nil: not)
+	draft target.Drafter // streaming draft (nil: not); with neither, nothing is displayed
+	at    Place          // place of the latest applied delta (buf.mu)
 
 	elem *list.Element // in Assembler.lru; a.mu guards it
 
@@ -86,6 +89,7 @@ type buffer struct {
 
 	// display
 	targetID   string
+	drafted    bool      // a draft was shown (streaming draft creates no target message)
 	unrecorded bool      // targetID was created but its record update failed
 	shown      int       // bytes of text the target shows
 	lastCall   time.Time // end of the last display call
@@ -186,7 +190,7 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 			buf.hashes = nil
 		}
 	}
-	if buf.edit == nil || buf.broken {
+	if (buf.edit == nil && buf.draft == nil) || buf.broken {
 		return nil, nil
 	}
 	buf.text = append(buf.text, d.Text...)
@@ -203,6 +207,8 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, lastSeen: time.Now()}
 	if e, ok := target.EditorOf(b.Target); ok {
 		buf.edit = e
+	} else if d, ok := target.DrafterOf(b.Target); ok {
+		buf.draft = d
 	}
 	// The message may have begun before this worker held it (restart, eviction, rebalance) or
 	// be complete already (its final delivered by another worker, or forgotten here): its record
@@ -341,7 +347,7 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 		buf.mu.Lock()
 		caps := buf.bind.Target.Capabilities()
 		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil ||
-			(buf.targetID == "" && !caps.PreviewReady(string(buf.text))) { // the next delta kicks it again
+			(!buf.displayed() && !caps.PreviewReady(string(buf.text))) { // the next delta kicks it again
 			buf.running = false
 			buf.mu.Unlock()
 			return
@@ -367,20 +373,33 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 			buf.mu.Unlock()
 			return
 		}
-		text, id, at := string(buf.text), buf.targetID, buf.at
+		text, id, at, first := string(buf.text), buf.targetID, buf.at, !buf.displayed()
 		buf.mu.Unlock()
 
-		if id == "" {
+		if first {
 			// The first displayed delta clears the status (P-ACT-5): after any status call in
 			// flight, and no older status is shown after it.
 			a.clear.ClearStatus(a.ctx, buf.key.channel, at)
 		}
-		newID, err := a.show(buf, id, text, at)
+		var newID string
+		var err error
+		if buf.draft != nil {
+			err = a.showDraft(buf, text)
+		} else {
+			newID, err = a.show(buf, id, text, at)
+		}
 
 		buf.mu.Lock()
 		// The interval runs from the end of a call, so the target never sees two calls of a
 		// message closer than EditInterval, however long each took.
 		buf.lastCall = time.Now()
+		if after, ok := target.RetryAfterOf(err); ok && !errors.Is(err, errDisplayInDoubt) {
+			// The platform asked to wait (its rate limit): no call to the chat before then,
+			// and the preview goes on with the text it has by then.
+			buf.mu.Unlock()
+			a.pacer.Pause(buf.key.channel, after)
+			continue
+		}
 		if err != nil {
 			// A failed display never affects the final: stop displaying this message.
 			buf.broken = true
@@ -394,9 +413,30 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 		if id == "" {
 			buf.targetID = newID
 		}
+		buf.drafted = buf.draft != nil
 		buf.shown = len(text)
 		buf.mu.Unlock()
 	}
+}
+
+// displayed reports whether the message's streamed text is shown (buf.mu held).
+func (b *buffer) displayed() bool { return b.targetID != "" || b.drafted }
+
+// showDraft shows the text as a draft preview: no record, no target message. A final delivered
+// meanwhile (by another worker, after a partition hand-over) ends the drafts: its record tells,
+// one read per call as for edits.
+func (a *Assembler) showDraft(buf *buffer, text string) error {
+	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
+	defer cancel()
+	if cur, rev, err := a.records.Get(ctx, buf.kv); err != nil {
+		return err
+	} else if rev != 0 && cur.State != StateDisplaying {
+		return errMessageFinal
+	}
+	start := time.Now()
+	err := buf.draft.Draft(ctx, idempotencyKey(buf.key.channel, buf.key.messageID), text)
+	a.observe(buf.bind.Adapter, "draft", start, err)
+	return err
 }
 
 // show creates (first call, after recording the display intent) or edits the target message.
@@ -424,6 +464,13 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 			start := time.Now()
 			id, err = buf.bind.Target.Send(ctx, target.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
 			a.observe(buf.bind.Adapter, "send", start, err)
+			if _, wait := target.RetryAfterOf(err); wait {
+				// Refused for its rate, so nothing was created: withdraw the intent, and the
+				// next display call creates the message afresh.
+				if derr := a.records.Delete(ctx, buf.kv, rev); derr != nil {
+					return "", errors.Join(err, errDisplayInDoubt)
+				}
+			}
 			if err != nil {
 				return "", err
 			}

@@ -9,23 +9,46 @@ import (
 )
 
 // Poller is optional: an adapter whose users' messages come by polling the platform (Matrix
-// /sync, Telegram getUpdates) rather than by a route the platform calls. For each open channel
-// of the adapter, one live worker at a time runs Poll until ctx ends (the channel closed or
-// changed, the worker stops, or another worker takes the channel over); a Poll that returns
-// early is started again after a back-off. Poll keeps its position with the Inbox's cursor, so
-// a restart neither loses nor replays messages; a message read twice around a handover is
-// still one message, by its message_id (edge-api §7.2).
+// /sync, Telegram getUpdates) rather than by a route the platform calls. Channels whose messages
+// come through one platform stream (a Telegram bot's updates, whatever chat they are in) share
+// one poll loop: PollKey names the stream. For each key, one live worker at a time runs Poll
+// until ctx ends (the key's set of channels changes, the worker stops, or another worker takes
+// the key over); a Poll that returns early is started again after a back-off. Poll keeps its
+// position with the Feed's cursor (one per key), so a restart neither loses nor replays
+// messages; a message read twice around a handover is still one message, by its message_id
+// (edge-api §7.2).
 type Poller interface {
-	Poll(ctx context.Context, ch Channel, in Inbox) error
+	// PollKey names the stream ch's user messages come by; "" when ch is not polled (its config
+	// takes them another way). It is stored (the cursor's key in KV xim_cursors) and logged, so
+	// it is never a secret (a digest of one at most) and holds only letters, digits, '-', '_'
+	// and '.'. A channel's own id is a valid key.
+	PollKey(ch Channel) string
+	// Poll reads the stream of feed's key for feed's channels until ctx ends.
+	Poll(ctx context.Context, feed Feed) error
 }
 
-// Inbox is where a poller (or a Receiver) puts what it reads of one channel: user messages for xAgent (the send
-// path, as the webhook inbound route feeds it), their files, and its position.
-type Inbox interface {
+// Inboxes are the open channels a poll loop or an inbound request serves, and their inboxes.
+type Inboxes interface {
+	// Channels are the channels served (a Poll's: those of its key, which stay the same for
+	// the whole Poll; a Receiver's: every open channel of the adapter).
+	Channels() []Channel
+	// Inbox is the inbox of one of them.
+	Inbox(channelID string) Inbox
+}
+
+// Feed is what one poll loop reads for: its channels and their inboxes, and the key's position
+// in the platform's stream.
+type Feed interface {
+	Inboxes
 	// Cursor is the position saved last ("" before the first save).
 	Cursor(ctx context.Context) (string, error)
 	// SaveCursor saves the position once everything read before it is submitted.
 	SaveCursor(ctx context.Context, cursor string) error
+}
+
+// Inbox is where a poller (or a Receiver) puts what it reads of one channel: user messages for
+// xAgent (the send path, as the webhook inbound route feeds it) and their files.
+type Inbox interface {
 	// Seen reports whether a message_id was submitted already (a platform redelivery).
 	Seen(ctx context.Context, messageID string) (bool, error)
 	// PutFile stores a file of a user message in the Transfer Plane, and returns it as the
@@ -45,11 +68,13 @@ type Inbox interface {
 // bounded by XIM_MAX_PACKET_BYTES and read under XIM_BODY_TIMEOUT, at most
 // XIM_MAX_INBOUND_REQUESTS at once.
 type Receiver interface {
-	// Receive handles a request for an open channel of the adapter: it checks the platform's
-	// signature, submits what the request carries through in, and writes the answer. It
-	// returns the outcome for the metrics ("accepted", "duplicate", ...); a refusal is returned
-	// as a *profile.Error instead, which the gateway writes.
-	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inbox) (outcome string, err error)
+	// Receive handles a request for ch, an open channel of the adapter: it checks the
+	// platform's signature with ch's config, submits what the request carries through the
+	// inbox of the channel it belongs to (ch's own, or, for a platform that calls one URL for a
+	// whole account, one of in.Channels()), and writes the answer. It returns the outcome for
+	// the metrics ("accepted", "duplicate", ...); a refusal is returned as a *profile.Error
+	// instead, which the gateway writes.
+	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inboxes) (outcome string, err error)
 	// Refusal answers a request for a channel that is not open on this adapter exactly as a
 	// bad signature is answered, so the route tells nobody without a secret which channels exist.
 	Refusal() error

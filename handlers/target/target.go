@@ -24,6 +24,10 @@ const (
 	// StreamingNone: deltas are buffered and the message is sent once, at
 	// the final; the Target does not implement [Editor].
 	StreamingNone = "none"
+	// StreamingDraft: deltas are shown as a preview that is not a message (Telegram's
+	// sendMessageDraft, in private chats): nothing is created or edited before the final, which
+	// is then sent like a direct final; the Target implements [Drafter].
+	StreamingDraft = "draft"
 
 	// ActivityStatus: thinking and tool (with the tool name) are shown as
 	// such; the Target implements [ActivityShower].
@@ -75,7 +79,7 @@ const (
 // [StreamingEdit], [ActivityShower] only with an Activity other than [ActivityNone], and
 // [Reconciler] only with InDoubt [InDoubtLookup] (see [EditorOf], [ShowerOf], [ReconcilerOf]).
 type Capabilities struct {
-	// Streaming is [StreamingEdit] or [StreamingNone].
+	// Streaming is [StreamingEdit], [StreamingDraft] or [StreamingNone].
 	Streaming string `json:"streaming"`
 	// Activity is [ActivityStatus], [ActivityTyping] or [ActivityNone].
 	Activity string `json:"activity"`
@@ -181,6 +185,15 @@ type Editor interface {
 	Edit(ctx context.Context, targetMessageID string, m Message) error
 }
 
+// Drafter shows the whole text so far of a streamed message as a preview that is not a message
+// (Telegram's sendMessageDraft): nothing is created, so there is no id to record and nothing to
+// settle after a crash; the final is sent with [Sender.Send]. key is the message's idempotency
+// key, the same on every call of one message. Called only with Streaming [StreamingDraft]
+// ([DrafterOf]).
+type Drafter interface {
+	Draft(ctx context.Context, key, text string) error
+}
+
 // ActivityShower shows a temporary status, degraded as the Activity capability says. A failure
 // to show a status must never affect messages (profile P-ACT-6). Called only with an Activity
 // other than [ActivityNone] ([ShowerOf]).
@@ -233,6 +246,12 @@ type Target interface {
 func EditorOf(t Target) (Editor, bool) {
 	e, ok := t.(Editor)
 	return e, ok && t.Capabilities().Streaming == StreamingEdit
+}
+
+// DrafterOf returns t's [Drafter] when its capabilities stream by drafts.
+func DrafterOf(t Target) (Drafter, bool) {
+	d, ok := t.(Drafter)
+	return d, ok && t.Capabilities().Streaming == StreamingDraft
 }
 
 // ShowerOf returns t's [ActivityShower] when its capabilities show activity.

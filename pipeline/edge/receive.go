@@ -13,7 +13,7 @@ import (
 
 // Receivers serves POST /v1/targets/{adapter}/{channel}/{path...} (edge-api §7.1, §7.2): the
 // route by which a platform posts its users' messages, handed to the adapter (a
-// target.Receiver) with the channel's Inbox. No bearer token: the adapter checks the platform's
+// target.Receiver) with the inboxes of the adapter's channels. No bearer token: the adapter checks the platform's
 // signature; a channel that is not open on that adapter is answered like a bad signature.
 type Receivers struct {
 	maxBody  int64
@@ -72,5 +72,23 @@ func (rc *Receivers) receive(w http.ResponseWriter, r *http.Request, recv target
 		return "", recv.Refusal()
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, rc.maxBody)
-	return recv.Receive(w, r, ch, rc.inbox(id))
+	return recv.Receive(w, r, ch, adapterInboxes{rc, name})
 }
+
+// adapterInboxes are the open channels of one adapter, for a Receiver.
+type adapterInboxes struct {
+	rc      *Receivers
+	adapter string
+}
+
+func (a adapterInboxes) Channels() []target.Channel {
+	var out []target.Channel
+	for _, ch := range a.rc.reg.List() {
+		if ch.Target.Adapter == a.adapter {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func (a adapterInboxes) Inbox(channel string) target.Inbox { return a.rc.inbox(channel) }

@@ -319,9 +319,9 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		return nil, err
 	}
 	inbox := func(channel string) target.Inbox {
-		return &channelInbox{channel: channel, cursors: cursors, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
+		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
 	}
-	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, n.reg, w.log); err != nil {
+	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
 		return nil, err
 	}
 	stages, err := n.buildStages(ctx, nc, js, reg, records, fs, adapters, w)
@@ -588,7 +588,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	}
 	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs, cursors: cursors}
 	inbox := func(channel string) target.Inbox {
-		return &channelInbox{channel: channel, cursors: cursors, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
+		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
 	}
 	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, adapters, inbox, n.reg, log)
 	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)

@@ -7,6 +7,9 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,36 +29,41 @@ const (
 	pollBackoffMax = 30 * time.Second
 )
 
-// pollers runs the Poll loop of each open channel whose adapter polls its platform
-// (target.Poller), on one live worker at a time: the channel id hashed over the live workers.
-// While the live set changes, two workers may poll a channel for a moment; what both read is
-// one message by its message_id.
+// pollers runs the poll loops of the open channels whose adapter polls its platform
+// (target.Poller): one loop per poll key (a Matrix room, a Telegram bot), on one live worker at a
+// time, the key hashed over the live workers. A loop is started again when its key's set of
+// channels changes (one opened, closed or re-bound). While the live set changes, two workers may
+// poll a key for a moment; what both read is one message by its message_id.
 type pollers struct {
 	reg      *channels.Registry
 	adapters *target.Registry
 	live     func() []string
 	self     string
 	inbox    func(channel string) target.Inbox
+	cursors  jetstream.KeyValue
 	logger   *slog.Logger
 	polled   prometheus.Gauge
 	failures *prometheus.CounterVec
 
 	mu      sync.Mutex
-	running map[string]*pollRun
+	running map[pollID]*pollRun
 	wg      sync.WaitGroup
 	kick    chan struct{}
 }
 
+// pollID names one poll loop: an adapter's poll key.
+type pollID struct{ adapter, key string }
+
 type pollRun struct {
-	rev    uint64
-	cancel context.CancelFunc
+	version string // the key's channels and their revisions
+	cancel  context.CancelFunc
 }
 
-func newPollers(reg *channels.Registry, adapters *target.Registry, live func() []string, self string, inbox func(string) target.Inbox, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
-	p := &pollers{reg: reg, adapters: adapters, live: live, self: self, inbox: inbox, logger: logger,
-		running: map[string]*pollRun{}, kick: make(chan struct{}, 1),
+func newPollers(reg *channels.Registry, adapters *target.Registry, live func() []string, self string, inbox func(string) target.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
+	p := &pollers{reg: reg, adapters: adapters, live: live, self: self, inbox: inbox, cursors: cursors, logger: logger,
+		running: map[pollID]*pollRun{}, kick: make(chan struct{}, 1),
 		polled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_polled_channels",
-			Help: "Channels whose platform this worker polls for user messages (Matrix sync, ...)."}),
+			Help: "Channels whose platform this worker polls for user messages (Matrix sync, Telegram getUpdates)."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ximd_poll_failures_total",
 			Help: "Poll loops that ended with an error and were started again after a back-off, by adapter."}, []string{"adapter"}),
 	}
@@ -95,13 +103,13 @@ func (p *pollers) Run(ctx context.Context) {
 	}
 }
 
-// owner is the live worker that polls channel.
-func owner(live []string, channel string) string {
+// owner is the live worker that polls key.
+func owner(live []string, key string) string {
 	if len(live) == 0 {
 		return ""
 	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(channel))
+	_, _ = h.Write([]byte(key))
 	return live[h.Sum32()%uint32(len(live))]
 }
 
@@ -110,49 +118,67 @@ func (p *pollers) reconcile(ctx context.Context) {
 		return
 	}
 	live := p.live()
-	want := map[string]target.Channel{}
+	want := map[pollID][]target.Channel{}
+	polled := 0
 	for _, ch := range p.reg.List() {
-		a, ok := p.adapters.Lookup(ch.Target.Adapter)
-		if _, polls := a.(target.Poller); !ok || !polls || owner(live, ch.ID) != p.self {
+		a, _ := p.adapters.Lookup(ch.Target.Adapter)
+		poller, polls := a.(target.Poller)
+		if !polls {
 			continue
 		}
-		want[ch.ID] = ch
+		key := poller.PollKey(ch)
+		if key == "" || owner(live, key) != p.self {
+			continue
+		}
+		id := pollID{ch.Target.Adapter, key}
+		want[id] = append(want[id], ch)
+		polled++
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, r := range p.running {
-		if ch, ok := want[id]; !ok || ch.Revision != r.rev {
+		if chans, ok := want[id]; !ok || version(chans) != r.version {
 			r.cancel()
 			delete(p.running, id)
 		}
 	}
-	for id, ch := range want {
+	for id, chans := range want {
 		if _, ok := p.running[id]; ok {
 			continue
 		}
-		a, _ := p.adapters.Lookup(ch.Target.Adapter)
+		a, _ := p.adapters.Lookup(id.adapter)
 		rctx, cancel := context.WithCancel(ctx)
-		p.running[id] = &pollRun{rev: ch.Revision, cancel: cancel}
+		p.running[id] = &pollRun{version: version(chans), cancel: cancel}
 		p.wg.Add(1)
-		go p.loop(rctx, ch, a.(target.Poller))
+		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: chans}, a.(target.Poller))
 	}
-	p.polled.Set(float64(len(p.running)))
+	p.polled.Set(float64(polled))
 }
 
-// loop runs one channel's Poll until ctx ends, starting it again after a failure.
-func (p *pollers) loop(ctx context.Context, ch target.Channel, poller target.Poller) {
+// version identifies a key's set of channels and their revisions.
+func version(chans []target.Channel) string {
+	ids := make([]string, len(chans))
+	for i, ch := range chans {
+		ids[i] = ch.ID + "@" + strconv.FormatUint(ch.Revision, 10)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
+
+// loop runs one key's Poll until ctx ends, starting it again after a failure.
+func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller target.Poller) {
 	defer p.wg.Done()
-	log := p.logger.With("channel", ch.ID, "adapter", ch.Target.Adapter, "stage", "poll")
+	log := p.logger.With("poll_key", id.key, "adapter", id.adapter, "channels", len(f.chans), "stage", "poll")
 	log.Info("poll_started")
 	wait := pollBackoffMin
 	for {
 		start := time.Now()
-		err := poller.Poll(ctx, ch, p.inbox(ch.ID))
+		err := poller.Poll(ctx, f)
 		if ctx.Err() != nil {
 			log.Info("poll_stopped")
 			return
 		}
-		p.failures.WithLabelValues(ch.Target.Adapter).Inc()
+		p.failures.WithLabelValues(id.adapter).Inc()
 		if time.Since(start) > pollBackoffMax {
 			wait = pollBackoffMin // it had been working
 		}
@@ -168,21 +194,19 @@ func (p *pollers) loop(ctx context.Context, ch target.Channel, poller target.Pol
 	}
 }
 
-// channelInbox is a channel's target.Inbox (for its poller, or its adapter's inbound route): its cursor in KV xim_cursors, its files in the
-// Transfer Plane, its user messages in the outbox (the send path).
-type channelInbox struct {
-	channel string
-	cursors jetstream.KeyValue
-	outbox  *handlers.Outbox
-	files   *files.Store
-	catalog *profile.Catalog
-	logger  *slog.Logger
+// feed is one poll loop's target.Feed: its key's cursor in KV xim_cursors.
+type feed struct {
+	pollers *pollers
+	key     string
+	chans   []target.Channel
 }
 
-var _ target.Inbox = (*channelInbox)(nil)
+func (f *feed) Channels() []target.Channel { return f.chans }
 
-func (in *channelInbox) Cursor(ctx context.Context) (string, error) {
-	e, err := in.cursors.Get(ctx, in.channel)
+func (f *feed) Inbox(channel string) target.Inbox { return f.pollers.inbox(channel) }
+
+func (f *feed) Cursor(ctx context.Context) (string, error) {
+	e, err := f.pollers.cursors.Get(ctx, f.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return "", nil
 	}
@@ -192,10 +216,22 @@ func (in *channelInbox) Cursor(ctx context.Context) (string, error) {
 	return string(e.Value()), nil
 }
 
-func (in *channelInbox) SaveCursor(ctx context.Context, cursor string) error {
-	_, err := in.cursors.Put(ctx, in.channel, []byte(cursor))
+func (f *feed) SaveCursor(ctx context.Context, cursor string) error {
+	_, err := f.pollers.cursors.Put(ctx, f.key, []byte(cursor))
 	return err
 }
+
+// channelInbox is a channel's target.Inbox (for its poller, or its adapter's inbound route):
+// its files in the Transfer Plane, its user messages in the outbox (the send path).
+type channelInbox struct {
+	channel string
+	outbox  *handlers.Outbox
+	files   *files.Store
+	catalog *profile.Catalog
+	logger  *slog.Logger
+}
+
+var _ target.Inbox = (*channelInbox)(nil)
 
 func (in *channelInbox) Seen(ctx context.Context, messageID string) (bool, error) {
 	return in.outbox.Exists(ctx, in.channel, messageID)

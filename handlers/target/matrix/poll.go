@@ -40,13 +40,23 @@ func MessageIDOf(eventID id.EventID) string {
 	return "mx_" + hex.EncodeToString(sum[:16])
 }
 
+// PollKey implements target.Poller: each channel syncs its own room (its key is its id), so a
+// room bound or re-bound starts its own position and nothing else's.
+func (a *Adapter) PollKey(ch target.Channel) string { return ch.ID }
+
 // Poll implements target.Poller: /sync long-polls filtered to the channel's room, from the sync
-// token in the inbox's cursor (the first poll of a channel takes what was said from its binding
+// token in the feed's cursor (the first poll of a channel takes what was said from its binding
 // on, BindGrace included: before it, the room was not the agent's). Each message event of someone other than the bot becomes a
 // user message, its media copied into the Transfer Plane; the token is saved after the events
 // before it are submitted, so a restart replays at most the last batch, which the message_id
 // makes one message each.
-func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) error {
+func (a *Adapter) Poll(ctx context.Context, feed target.Feed) error {
+	chans := feed.Channels()
+	if len(chans) != 1 {
+		return fmt.Errorf("matrix: a poll key serves one channel, not %d", len(chans))
+	}
+	ch := chans[0]
+	in := feed.Inbox(ch.ID)
 	c, err := parseConfig(ch.Target.Config)
 	if err != nil {
 		return err
@@ -64,7 +74,7 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 	if err != nil {
 		return err
 	}
-	since, err := in.Cursor(ctx)
+	since, err := feed.Cursor(ctx)
 	if err != nil {
 		return err
 	}
@@ -96,7 +106,7 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 				return err
 			}
 		}
-		if err := in.SaveCursor(ctx, resp.NextBatch); err != nil {
+		if err := feed.SaveCursor(ctx, resp.NextBatch); err != nil {
 			return err
 		}
 		since = resp.NextBatch
@@ -125,7 +135,7 @@ func (a *Adapter) Poll(ctx context.Context, ch target.Channel, in target.Inbox) 
 				return err
 			}
 		}
-		if err := in.SaveCursor(ctx, resp.NextBatch); err != nil {
+		if err := feed.SaveCursor(ctx, resp.NextBatch); err != nil {
 			return err
 		}
 		since = resp.NextBatch

@@ -40,7 +40,6 @@ func TestMatrix_UniversalAdapterSuite(t *testing.T) {
 			typing := alice.Typing(room, bot.ID)
 			return targettest.Chat{
 				Config:   cfg,
-				Channel:  target.Channel{ID: "suite"},
 				Messages: func(t *testing.T) []targettest.Seen { return seenBy(t, alice, bot.ID, room) },
 				Activity: func(t *testing.T) bool { return typing(t) },
 				Post:     func(t *testing.T, text string, f *targettest.SeenFile) string { return postAs(t, alice, room, text, f) },

@@ -14,6 +14,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -52,7 +53,7 @@ type Chat struct {
 	// Post sends text as a person in the chat, with a file when file is not nil, and returns the
 	// platform's id of the message. nil: the adapter takes no user messages by polling.
 	Post func(t *testing.T, text string, file *SeenFile) string
-	// Channel is the channel record the poller gets (ID and Target set by the suite).
+	// Channel is the channel record the poller gets (ID, Target and OpenedAt set by the suite).
 	Channel target.Channel
 }
 
@@ -82,6 +83,7 @@ func Run(t *testing.T, s Setup) {
 	t.Run("activity shown and cleared", func(t *testing.T) { activity(t, s) })
 	t.Run("in-doubt rule", func(t *testing.T) { inDoubt(t, s) })
 	t.Run("user messages in, once each", func(t *testing.T) { inbound(t, s) })
+	t.Run("one poll loop serves the chats of one account", func(t *testing.T) { sharedKey(t, s) })
 	t.Run("rate limit carries the platform's retry time", func(t *testing.T) { rateLimit(t, s) })
 }
 
@@ -338,14 +340,13 @@ func inbound(t *testing.T, s Setup) {
 	if chat.Post == nil {
 		t.Skip("the setup cannot post as a person")
 	}
-	in := NewInbox(s.Files)
-	ch := chat.Channel
-	ch.Target = target.Binding{Adapter: s.Adapter.Name(), Config: chat.Config}
-	ch.OpenedAt = time.Now().UnixMilli()
+	ch := bind(s, chat)
+	feed := NewFeed(s.Files, ch)
+	in := feed.InboxOf(ch.ID)
 	// Said after the binding, before the first poll: the agent's all the same.
 	chat.Post(t, "said before the first poll", nil)
-	stop := startPoll(t, poller, ch, in)
-	eventually(t, "the poller has a position", func() bool { c, _ := in.Cursor(context.Background()); return c != "" })
+	stop := startPoll(t, poller, feed)
+	eventually(t, "the poller has a position", func() bool { c, _ := feed.Cursor(context.Background()); return c != "" })
 	// The bot's own message is not a user message.
 	tg, err := s.Adapter.Open(chat.Config)
 	if err != nil {
@@ -367,13 +368,13 @@ func inbound(t *testing.T, s Setup) {
 	}
 	// Restarted from its saved position: nothing again; then a new message, once.
 	stop()
-	stop = startPoll(t, poller, ch, in)
+	stop = startPoll(t, poller, feed)
 	chat.Post(t, "after restart", nil)
 	eventually(t, "the new message in", func() bool { return len(in.Messages()) == 4 })
 	// Read again from the first position (a handover, a lost save): the same messages, not new ones.
 	stop()
-	in.SetCursor(in.FirstCursor())
-	stop = startPoll(t, poller, ch, in)
+	feed.SetCursor(feed.FirstCursor())
+	stop = startPoll(t, poller, feed)
 	eventually(t, "the redelivered messages seen", func() bool { return in.Redelivered() >= 3 })
 	if got := in.Messages(); len(got) != 4 {
 		t.Fatalf("after a redelivery the inbox has %d messages, want 4", len(got))
@@ -381,10 +382,55 @@ func inbound(t *testing.T, s Setup) {
 	stop()
 }
 
-func startPoll(t *testing.T, p target.Poller, ch target.Channel, in *Inbox) func() {
+// sharedKey: the chats of one account that share a poll key are read by one loop, each message
+// into its own channel's inbox.
+func sharedKey(t *testing.T, s Setup) {
+	poller, ok := s.Adapter.(target.Poller)
+	if !ok {
+		t.Skip("the adapter takes user messages by a route, not by polling")
+	}
+	var chats [2]Chat
+	var chans []target.Channel
+	for i := range chats {
+		chats[i] = s.NewChat(t, target.StreamingNone, target.ActivityNone)
+		if chats[i].Post == nil {
+			t.Skip("the setup cannot post as a person")
+		}
+		chans = append(chans, bind(s, chats[i]))
+	}
+	if poller.PollKey(chans[0]) != poller.PollKey(chans[1]) {
+		t.Skip("each chat is polled on its own (its own poll key)")
+	}
+	feed := NewFeed(s.Files, chans...)
+	stop := startPoll(t, poller, feed)
+	defer stop()
+	chats[1].Post(t, "in the second chat", nil)
+	chats[0].Post(t, "in the first chat", nil)
+	for i, want := range []string{"in the first chat", "in the second chat"} {
+		in := feed.InboxOf(chans[i].ID)
+		eventually(t, "the message in its chat's inbox", func() bool { return len(in.Messages()) >= 1 })
+		if m := in.Messages(); len(m) != 1 || m[0].Text != want {
+			t.Fatalf("chat %d received %+v, want only %q", i, m, want)
+		}
+	}
+}
+
+var channels atomic.Int64
+
+// bind is the channel record of a chat as the registry holds it once bound: a fresh id, the
+// adapter and config, opened now.
+func bind(s Setup, chat Chat) target.Channel {
+	ch := chat.Channel
+	ch.ID = fmt.Sprintf("suite_%d", channels.Add(1))
+	ch.Target = target.Binding{Adapter: s.Adapter.Name(), Config: chat.Config}
+	ch.OpenedAt = time.Now().UnixMilli()
+	return ch
+}
+
+func startPoll(t *testing.T, p target.Poller, feed *Feed) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Poll(ctx, ch, in) }()
+	go func() { done <- p.Poll(ctx, feed) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -447,14 +493,69 @@ func (f *Files) Bytes(ref string) []byte {
 	return f.files[ref].data
 }
 
-// Inbox is an in-memory target.Inbox: it keeps submitted messages, counts redeliveries (a
-// submit of a message_id it has) and remembers the first cursor saved.
+// Feed is an in-memory target.Feed: the channels of one poll key, an Inbox each, and a cursor
+// that remembers the first position saved.
+type Feed struct {
+	chans   []target.Channel
+	inboxes map[string]*Inbox
+
+	mu     sync.Mutex
+	cursor string
+	first  string
+}
+
+// NewFeed returns a feed of chans with empty inboxes storing files in files.
+func NewFeed(files *Files, chans ...target.Channel) *Feed {
+	f := &Feed{chans: chans, inboxes: map[string]*Inbox{}}
+	for _, ch := range chans {
+		f.inboxes[ch.ID] = NewInbox(files)
+	}
+	return f
+}
+
+func (f *Feed) Channels() []target.Channel { return f.chans }
+
+func (f *Feed) Inbox(id string) target.Inbox { return f.inboxes[id] }
+
+// InboxOf is the Inbox of one of the feed's channels.
+func (f *Feed) InboxOf(id string) *Inbox { return f.inboxes[id] }
+
+func (f *Feed) Cursor(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cursor, nil
+}
+
+func (f *Feed) SaveCursor(_ context.Context, c string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == "" {
+		f.first = c
+	}
+	f.cursor = c
+	return nil
+}
+
+// SetCursor moves the position (a lost save, another worker's older one).
+func (f *Feed) SetCursor(c string) {
+	f.mu.Lock()
+	f.cursor = c
+	f.mu.Unlock()
+}
+
+// FirstCursor is the first position saved.
+func (f *Feed) FirstCursor() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+// Inbox is an in-memory target.Inbox: it keeps submitted messages and counts redeliveries (a
+// submit of a message_id it has).
 type Inbox struct {
 	files *Files
 
 	mu          sync.Mutex
-	cursor      string
-	first       string
 	msgs        []profile.Message
 	ids         map[string]bool
 	redelivered int
@@ -462,36 +563,6 @@ type Inbox struct {
 
 // NewInbox returns an empty inbox storing files in files.
 func NewInbox(files *Files) *Inbox { return &Inbox{files: files, ids: map[string]bool{}} }
-
-func (in *Inbox) Cursor(context.Context) (string, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.cursor, nil
-}
-
-func (in *Inbox) SaveCursor(_ context.Context, c string) error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.first == "" {
-		in.first = c
-	}
-	in.cursor = c
-	return nil
-}
-
-// SetCursor moves the position (a lost save, another worker's older one).
-func (in *Inbox) SetCursor(c string) {
-	in.mu.Lock()
-	in.cursor = c
-	in.mu.Unlock()
-}
-
-// FirstCursor is the first position saved.
-func (in *Inbox) FirstCursor() string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.first
-}
 
 func (in *Inbox) Seen(_ context.Context, id string) (bool, error) {
 	in.mu.Lock()

@@ -57,7 +57,8 @@ func (a *Adapter) Refusal() error { return badSignature }
 // Receive implements target.Receiver for POST /v1/targets/webhook/{channel}/messages (edge-api
 // §7.1, §5.4): a signed user message becomes a pending Connector -> xAgent chat.message, its
 // files downloaded first (from the channel's hosts only) into the file store.
-func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch target.Channel, in target.Inbox) (string, error) {
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch target.Channel, inboxes target.Inboxes) (string, error) {
+	in := inboxes.Inbox(ch.ID)
 	if r.PathValue("path") != "messages" {
 		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
 	}
