@@ -232,6 +232,17 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 			d.calls.forget(key)
 			return profile.Rejected(msg.MessageID, pe), nil
 		}
+		if target.IsAmbiguous(terr) && !b.Target.Capabilities().ResendSafe() && (intent.TargetMessageID == "" || !canEdit(b.Target)) {
+			// The platform may show the message and cannot tell: it is never sent again
+			// (P-STATE-8).
+			intent.State, intent.At = StateUnknown, time.Now().UnixMilli()
+			if _, err := d.records.Update(ctx, key, intent, rev); err != nil {
+				return profile.Ack{}, err
+			}
+			d.calls.forget(key)
+			d.logger.Warn("final_outcome_unknown", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "err", terr)
+			return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeDeliveryOutcomeUnknown, "the target may show message %s: the call's outcome is unknown (%v); it is not sent again", msg.MessageID, pe.Message)), nil
+		}
 		// The webhook contract passes idempotency_key, so a later attempt of the same message
 		// cannot create a second copy on a target that honours it: release the intent.
 		if rerr := release(); rerr != nil {
@@ -402,6 +413,12 @@ func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev ui
 
 // dedupes reports whether t's in-doubt rule is to send again (the platform shows one message
 // per idempotency key) and the intent in cur is still inside the platform's window.
+// canEdit reports whether t streams by editing (a final can be applied to a shown message).
+func canEdit(t target.Target) bool {
+	_, ok := target.EditorOf(t)
+	return ok
+}
+
 func dedupes(t target.Target, cur Record) bool {
 	c := t.Capabilities()
 	if c.InDoubtRule() != target.InDoubtDedupe {
@@ -449,6 +466,9 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		var pe *profile.Error
 		if err == nil || ctx.Err() != nil || (errors.As(err, &pe) && !pe.Retryable) {
 			return targetID, err
+		}
+		if target.IsAmbiguous(err) && !(targetID != "" && canEdit) && !b.Target.Capabilities().ResendSafe() {
+			return targetID, err // a send that may have been shown is not made again
 		}
 		wait := bo.NextBackOff()
 		if after, ok := target.RetryAfterOf(err); ok {

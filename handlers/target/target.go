@@ -267,12 +267,14 @@ func ReconcilerOf(t Target) (Reconciler, bool) {
 	return r, ok && t.Capabilities().InDoubtRule() == InDoubtLookup
 }
 
-// Prober is optional: an adapter that checks a config against the platform (a call or a few)
-// before a channel is bound to it. A config that cannot work (bad token, unknown room or chat,
-// encrypted room, unreachable server) is a *profile.Error target_config_invalid naming why, and
-// the PUT is answered 422 (edge-api §7.2).
+// Prober is optional: an adapter that checks a channel's binding against the platform (a call
+// or a few) before the channel is bound to it, and tells the platform what it must know of the
+// channel (Telegram's setWebhook with the channel's route). A config that cannot work (bad token,
+// unknown room or chat, encrypted room, unreachable server) is a *profile.Error
+// target_config_invalid naming why, and the PUT is answered 422 (edge-api §7.2). ch carries the
+// channel's id and its binding.
 type Prober interface {
-	Probe(ctx context.Context, config json.RawMessage) error
+	Probe(ctx context.Context, ch Channel) error
 }
 
 // FileSource gives adapters the bytes of a stored file (the Transfer Plane), for platforms that
@@ -358,6 +360,31 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 		return ra.After, true
 	}
 	return 0, false
+}
+
+// AmbiguousError is a target call's failure after which the platform may have applied the call
+// all the same: a timeout, or a connection reset after the request was sent (edge-api §7.2). A
+// failure before the request could reach the platform (refused, DNS) is certain and is not
+// wrapped. It wraps the call's *profile.Error (target_unavailable). After an ambiguous Send, a
+// target that can neither deduplicate nor look the message up is never sent the message again:
+// its final is answered delivery_outcome_unknown.
+type AmbiguousError struct{ Err error }
+
+func (e *AmbiguousError) Error() string { return fmt.Sprintf("%v (outcome unknown)", e.Err) }
+
+func (e *AmbiguousError) Unwrap() error { return e.Err }
+
+// IsAmbiguous reports whether err is (or wraps) an [AmbiguousError].
+func IsAmbiguous(err error) bool {
+	var ae *AmbiguousError
+	return errors.As(err, &ae)
+}
+
+// ResendSafe reports whether a Send that may have been applied can be made again without showing
+// the message twice: the target deduplicates by idempotency key, or looks messages up.
+func (c Capabilities) ResendSafe() bool {
+	r := c.InDoubtRule()
+	return r == InDoubtDedupe || r == InDoubtLookup
 }
 
 // MaxRetryAfter bounds a platform's retry-after: a longer one is taken as this long.

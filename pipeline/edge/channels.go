@@ -141,7 +141,7 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 	}
 	if p, ok := ad.(target.Prober); ok {
 		pctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
-		err := p.Probe(pctx, d.Target.Config)
+		err := p.Probe(pctx, target.Channel{ID: id, Connection: *d.Connection, Target: *d.Target})
 		cancel()
 		if err != nil {
 			var pe *profile.Error

@@ -28,6 +28,7 @@ import (
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/handlers/target/matrix"
+	"github.com/ximd/ximd/handlers/target/telegram"
 	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/handlers/target/webhook"
 	"github.com/ximd/ximd/pipeline"
@@ -184,7 +185,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adapters := target.NewRegistry(hook, chat, matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}))
+	adapters := target.NewRegistry(hook, chat,
+		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
+		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}))
 	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
 	if err != nil {
 		return err

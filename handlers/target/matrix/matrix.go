@@ -114,7 +114,8 @@ func (a *Adapter) Open(config json.RawMessage) (target.Target, error) {
 
 // Probe implements target.Prober: the token is valid, the bot is in the room (an invitation is
 // accepted), and the room is not encrypted (ximd has no end-to-end encryption).
-func (a *Adapter) Probe(ctx context.Context, config json.RawMessage) error {
+func (a *Adapter) Probe(ctx context.Context, ch target.Channel) error {
+	config := ch.Target.Config
 	c, err := parseConfig(config)
 	if err != nil {
 		return err

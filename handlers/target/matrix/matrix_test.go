@@ -60,7 +60,7 @@ func TestMatrix_ProbeRefusesWhatCannotWork(t *testing.T) {
 		{"encrypted room", config(t, s, bot, encrypted, nil), profile.CodeTargetConfigInvalid},
 	}
 	for _, tt := range tests {
-		err := a.Probe(ctx, tt.cfg)
+		err := a.Probe(ctx, target.Channel{ID: "probe", Target: target.Binding{Adapter: "matrix", Config: tt.cfg}})
 		if codeOf(err) != tt.want {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}

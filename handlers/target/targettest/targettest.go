@@ -47,6 +47,9 @@ type Chat struct {
 	Config json.RawMessage
 	// Messages returns what the chat shows of the bot, oldest first.
 	Messages func(t *testing.T) []Seen
+	// Previews returns the texts of the streamed previews the chat showed that are not
+	// messages (Telegram drafts), oldest first. nil: the platform has none.
+	Previews func(t *testing.T) []string
 	// Activity returns whether the bot shows activity (typing, a status) now. nil: a person
 	// cannot see it.
 	Activity func(t *testing.T) bool
@@ -68,6 +71,10 @@ type Setup struct {
 	// FileURL gives a stored file's URL for target.File.URL (adapters that pass links, like
 	// webhook); nil: the adapter reads Files.
 	FileURL func(ref string) string
+	// ForgetsConfirmed: the platform forgets what a poller has confirmed (Telegram forgets an
+	// update once getUpdates asks for the ones after it), so a poller set back to an older
+	// position reads nothing again; the suite then checks that nothing is doubled instead.
+	ForgetsConfirmed bool
 	// RateLimited returns a call that the platform rate-limits when made often enough (Matrix:
 	// typing notifications). nil: the setup cannot make the platform rate-limit.
 	RateLimited func(t *testing.T) func(ctx context.Context) error
@@ -77,6 +84,7 @@ type Setup struct {
 func Run(t *testing.T, s Setup) {
 	t.Run("direct final is one message", func(t *testing.T) { directFinal(t, s) })
 	t.Run("streamed message is one message ending with the final", func(t *testing.T) { streamed(t, s) })
+	t.Run("draft previews, then one message", func(t *testing.T) { drafted(t, s) })
 	t.Run("reply", func(t *testing.T) { reply(t, s) })
 	t.Run("long final is split", func(t *testing.T) { longText(t, s) })
 	t.Run("files out", func(t *testing.T) { filesOut(t, s) })
@@ -165,14 +173,10 @@ func streamed(t *testing.T, s Setup) {
 	}
 	ctx := ctx10(t)
 	key := "suite:streamed"
-	id, err := tg.Send(ctx, target.Message{Text: "Hel", IdempotencyKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var id string
+	preview(t, func() (err error) { id, err = tg.Send(ctx, target.Message{Text: "Hel", IdempotencyKey: key}); return err })
 	for _, text := range []string{"Hello, ", "Hello, wor"} {
-		if err := ed.Edit(ctx, id, target.Message{Text: text, IdempotencyKey: key}); err != nil {
-			t.Fatal(err)
-		}
+		preview(t, func() error { return ed.Edit(ctx, id, target.Message{Text: text, IdempotencyKey: key}) })
 	}
 	if err := ed.Edit(ctx, id, target.Message{Text: "Hello, world.", Final: true, IdempotencyKey: key}); err != nil {
 		t.Fatal(err)
@@ -182,6 +186,55 @@ func streamed(t *testing.T, s Setup) {
 		seen = chat.Messages(t)
 		return len(seen) == 1 && seen[0].ID == id && seen[0].Text == "Hello, world."
 	})
+}
+
+func drafted(t *testing.T, s Setup) {
+	tg, chat := open(t, s, target.StreamingDraft, target.ActivityNone)
+	dr, ok := target.DrafterOf(tg)
+	if !ok {
+		t.Skip("capability streaming is not draft")
+	}
+	if chat.Previews == nil {
+		t.Fatal("streaming draft, but the setup cannot see previews")
+	}
+	ctx := ctx10(t)
+	key := "suite:drafted"
+	for _, text := range []string{"Hel", "Hello, wor"} {
+		preview(t, func() error { return dr.Draft(ctx, key, text) })
+	}
+	eventually(t, "both previews shown", func() bool { return len(chat.Previews(t)) == 2 })
+	if p := chat.Previews(t); p[0] != "Hel" || p[1] != "Hello, wor" {
+		t.Fatalf("previews %q", p)
+	}
+	if seen := chat.Messages(t); len(seen) != 0 {
+		t.Fatalf("a draft created a message: %s", describe(seen))
+	}
+	id, err := tg.Send(ctx, target.Message{Text: "Hello, world.", Final: true, IdempotencyKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "one message with the final text", func() bool {
+		seen := chat.Messages(t)
+		return len(seen) == 1 && seen[0].ID == id && seen[0].Text == "Hello, world."
+	})
+}
+
+// preview makes a display call as the assemble stage does: a refusal with a retry time (the
+// platform's rate, or the chat's edit budget) is waited out and the call made again.
+func preview(t *testing.T, call func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := call()
+		after, wait := target.RetryAfterOf(err)
+		if err == nil || !wait || time.Now().Add(after).After(deadline) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		time.Sleep(after)
+	}
 }
 
 func reply(t *testing.T, s Setup) {
@@ -375,9 +428,16 @@ func inbound(t *testing.T, s Setup) {
 	stop()
 	feed.SetCursor(feed.FirstCursor())
 	stop = startPoll(t, poller, feed)
-	eventually(t, "the redelivered messages seen", func() bool { return in.Redelivered() >= 3 })
-	if got := in.Messages(); len(got) != 4 {
-		t.Fatalf("after a redelivery the inbox has %d messages, want 4", len(got))
+	want := 4
+	if s.ForgetsConfirmed {
+		chat.Post(t, "after going back", nil)
+		want = 5
+		eventually(t, "the next message in", func() bool { return len(in.Messages()) == want })
+	} else {
+		eventually(t, "the redelivered messages seen", func() bool { return in.Redelivered() >= 3 })
+	}
+	if got := in.Messages(); len(got) != want {
+		t.Fatalf("after going back to the first position the inbox has %d messages, want %d", len(got), want)
 	}
 	stop()
 }
