@@ -174,7 +174,10 @@ func streamed(t *testing.T, s Setup) {
 	ctx := ctx10(t)
 	key := "suite:streamed"
 	var id string
-	preview(t, func() (err error) { id, err = tg.Send(ctx, target.Message{Text: "Hel", IdempotencyKey: key}); return err })
+	preview(t, func() (err error) {
+		id, err = tg.Send(ctx, target.Message{Text: "Hel", IdempotencyKey: key})
+		return err
+	})
 	for _, text := range []string{"Hello, ", "Hello, wor"} {
 		preview(t, func() error { return ed.Edit(ctx, id, target.Message{Text: text, IdempotencyKey: key}) })
 	}
