@@ -1,0 +1,385 @@
+package telegramtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Text limits ("sendMessage": text 1-4096 characters; captions 0-1024 characters). Telegram
+// counts UTF-16 code units after stripping leading and trailing whitespace.
+const (
+	maxText    = 4096
+	maxCaption = 1024
+)
+
+// chatActions are the documented values of sendChatAction's action.
+var chatActions = map[string]bool{
+	"typing": true, "upload_photo": true, "record_video": true, "upload_video": true,
+	"record_voice": true, "upload_voice": true, "upload_document": true, "choose_sticker": true,
+	"find_location": true, "record_video_note": true, "upload_video_note": true,
+}
+
+// getMe answers the bot's User with the fields returned only in getMe; group privacy is
+// off, so can_read_all_group_messages is true.
+func (s *Server) getMe(q *request) (any, *apiError) {
+	b := q.bot.Bot
+	return wireMe{
+		wireUser:                wireUser{ID: b.ID, IsBot: true, FirstName: b.Username, Username: b.Username},
+		CanJoinGroups:           true,
+		CanReadAllGroupMessages: true,
+	}, nil
+}
+
+// getChat answers the ChatFullInfo of a chat the bot is in.
+func (s *Server) getChat(q *request) (any, *apiError) {
+	if strings.TrimSpace(q.p.str("chat_id")) == "" {
+		return nil, badRequest("chat_id is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.chats[q.chatID]
+	if ch == nil || ch.removed[q.bot.ID] {
+		return nil, badRequest("chat not found")
+	}
+	return wireChatFullInfo{wireChat: chatJSON(ch), MaxReactionCount: 11}, nil
+}
+
+// sendMessage sends a text message.
+func (s *Server) sendMessage(q *request) (any, *apiError) {
+	text, e := checkText(q.p.str("text"))
+	if e != nil {
+		return nil, e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.writableChatLocked(q)
+	if e != nil {
+		return nil, e
+	}
+	replyTo, e := replyToLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
+	if e := s.spendLocked(q.bot, ch, spendSend); e != nil {
+		return nil, e
+	}
+	m := s.addMessageLocked(ch, q.bot.ID, true)
+	m.text, m.replyTo = text, replyTo
+	return s.messageJSON(ch, m, 0), nil
+}
+
+// editMessageText replaces the text of one of the bot's text messages.
+func (s *Server) editMessageText(q *request) (any, *apiError) {
+	text, e := checkText(q.p.str("text"))
+	if e != nil {
+		return nil, e
+	}
+	messageID, _ := q.p.int64("message_id")
+	if strings.TrimSpace(q.p.str("chat_id")) == "" && messageID <= 0 {
+		return nil, badRequest("message identifier is not specified")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.writableChatLocked(q)
+	if e != nil {
+		return nil, e
+	}
+	m := ch.find(int(messageID))
+	if m == nil || !m.fromBot || m.from != q.bot.ID {
+		return nil, badRequest("message to edit not found")
+	}
+	if m.media != nil {
+		return nil, badRequest("there is no text in the message to edit")
+	}
+	if m.text == text {
+		return nil, badRequest("message is not modified: specified new message content and reply markup are " +
+			"exactly the same as a current content and reply markup of the message")
+	}
+	if e := s.spendLocked(q.bot, ch, spendEdit); e != nil {
+		return nil, e
+	}
+	m.text = text
+	m.edits++
+	m.editDate = s.Now()
+	return s.messageJSON(ch, m, 0), nil
+}
+
+// sendMessageDraft streams a partial message in a private chat (Bot API 9.3+). draft_id must
+// be a non-zero integer; text is 0-4096 characters, empty showing a "Thinking..." placeholder.
+func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
+	draftID := strings.TrimSpace(q.p.str("draft_id"))
+	if n, err := strconv.ParseInt(draftID, 10, 64); err != nil || n == 0 {
+		return nil, badRequest("draft_id must be a non-zero integer")
+	}
+	raw := q.p.str("text")
+	if !utf8.ValidString(raw) {
+		return nil, badRequest("strings must be encoded in UTF-8")
+	}
+	text := strings.TrimSpace(raw)
+	if utf16Len(text) > maxText {
+		return nil, badRequest("message is too long")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.writableChatLocked(q)
+	if e != nil {
+		return nil, e
+	}
+	if ch.kind != "private" {
+		return nil, badRequest("TEXTDRAFT_PEER_INVALID")
+	}
+	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
+		return nil, e
+	}
+	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, At: s.Now()})
+	return true, nil
+}
+
+// sendChatAction shows a chat action for 5 seconds or until the bot's next message there.
+func (s *Server) sendChatAction(q *request) (any, *apiError) {
+	action := q.p.str("action")
+	if !chatActions[action] {
+		return nil, badRequest("wrong parameter action in request")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.writableChatLocked(q)
+	if e != nil {
+		return nil, e
+	}
+	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
+		return nil, e
+	}
+	now := s.Now()
+	ch.actions = append(ch.actions, Action{From: q.bot.ID, Action: action, At: now})
+	ch.typing[q.bot.ID] = now
+	return true, nil
+}
+
+// mediaSender serves sendPhoto, sendDocument, sendVideo or sendAudio.
+func mediaSender(kind string) handlerFunc {
+	return func(s *Server, q *request) (any, *apiError) { return s.sendMedia(q, kind) }
+}
+
+// sendMedia sends a file of a kind: a new upload (a multipart file part named as the
+// parameter, or "attach://<name>") or the file_id of a file Telegram has.
+func (s *Server) sendMedia(q *request, kind string) (any, *apiError) {
+	up, fileID, e := q.p.inputFile(kind)
+	if e != nil {
+		return nil, e
+	}
+	if up != nil {
+		if e := checkUpload(kind, up); e != nil {
+			return nil, e
+		}
+	}
+	caption, e := checkCaption(q.p.str("caption"))
+	if e != nil {
+		return nil, e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, e := s.writableChatLocked(q)
+	if e != nil {
+		return nil, e
+	}
+	replyTo, e := replyToLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
+	var f *storedFile
+	if up == nil {
+		if f = s.files[fileID]; f == nil {
+			return nil, badRequest("wrong file identifier/HTTP URL specified")
+		}
+		if f.kind != kind {
+			return nil, badRequest(fmt.Sprintf("can't use file of type %s as %s", typeName(f.kind), typeName(kind)))
+		}
+		if len(f.sizes) > 0 {
+			f = f.sizes[len(f.sizes)-1]
+		}
+	}
+	if e := s.spendLocked(q.bot, ch, spendSend); e != nil {
+		return nil, e
+	}
+	if up != nil {
+		f = s.newMediaLocked(kind, up.filename, up.contentType, up.data)
+		if kind == "video" {
+			f.width, f.height = q.p.intOr("width", 0), q.p.intOr("height", 0)
+		}
+		if kind == "video" || kind == "audio" {
+			f.duration = q.p.intOr("duration", 0)
+		}
+	}
+	m := s.addMessageLocked(ch, q.bot.ID, true)
+	m.caption, m.media, m.replyTo = caption, f, replyTo
+	return s.messageJSON(ch, m, 0), nil
+}
+
+// checkUpload applies the upload limits ("Sending files": 10 MB for photos, 50 MB for other
+// files; "sendPhoto": width + height at most 10000, ratio at most 20).
+func checkUpload(kind string, up *upload) *apiError {
+	switch {
+	case up.size > maxUpload:
+		return &apiError{code: http.StatusRequestEntityTooLarge, desc: "Request Entity Too Large"}
+	case up.size == 0:
+		return badRequest("file must be non-empty")
+	case kind != "photo":
+		return nil
+	case up.size > maxPhotoBytes:
+		return badRequest("file is too big")
+	}
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(up.data)); err == nil {
+		w, h := cfg.Width, cfg.Height
+		if w+h > 10000 || w == 0 || h == 0 || w > 20*h || h > 20*w {
+			return badRequest("PHOTO_INVALID_DIMENSIONS")
+		}
+	}
+	return nil
+}
+
+// typeName is a file kind as the Bot API names its type.
+func typeName(kind string) string {
+	if kind == "" {
+		return kind
+	}
+	return strings.ToUpper(kind[:1]) + kind[1:]
+}
+
+// inputFile finds the InputFile of a parameter: a string value is a file_id (or URL) unless
+// it is "attach://<name>", which names a file part; without a value, the file part named as
+// the parameter.
+func (p *params) inputFile(field string) (*upload, string, *apiError) {
+	v := p.str(field)
+	if v != "" && !strings.HasPrefix(v, "attach://") {
+		return nil, v, nil
+	}
+	name := field
+	if rest, ok := strings.CutPrefix(v, "attach://"); ok {
+		name = rest
+	}
+	if up := p.files[name]; up != nil {
+		return up, "", nil
+	}
+	return nil, "", badRequest("there is no " + field + " in the request")
+}
+
+// intOr parses an integer parameter, def when absent or invalid.
+func (p *params) intOr(name string, def int) int {
+	if v, ok := p.int64(name); ok {
+		return int(v)
+	}
+	return def
+}
+
+// writableChatLocked resolves chat_id for sending or editing (the Bot API's write access).
+// s.mu is held.
+func (s *Server) writableChatLocked(q *request) (*chatState, *apiError) {
+	if strings.TrimSpace(q.p.str("chat_id")) == "" {
+		return nil, badRequest("chat_id is empty")
+	}
+	ch := s.chats[q.chatID]
+	if ch == nil {
+		return nil, badRequest("chat not found")
+	}
+	if ch.removed[q.bot.ID] {
+		switch ch.kind {
+		case "group":
+			return nil, forbidden("bot is not a member of the group chat")
+		case "supergroup":
+			return nil, forbidden("bot is not a member of the supergroup chat")
+		}
+		return nil, badRequest("chat not found")
+	}
+	if ch.blocked {
+		return nil, forbidden("bot was blocked by the user")
+	}
+	return ch, nil
+}
+
+// replyToLocked reads reply_parameters (or the older reply_to_message_id and
+// allow_sending_without_reply) and returns the message id to reply to, 0 for none.
+// s.mu is held.
+func replyToLocked(ch *chatState, p *params) (int, *apiError) {
+	var id int64
+	var allow bool
+	if raw := p.str("reply_parameters"); raw != "" {
+		var rp struct {
+			MessageID int64 `json:"message_id"`
+			Allow     bool  `json:"allow_sending_without_reply"`
+		}
+		if err := json.Unmarshal([]byte(raw), &rp); err != nil {
+			return 0, badRequest("can't parse reply parameters JSON object")
+		}
+		id, allow = rp.MessageID, rp.Allow
+	} else {
+		id, _ = p.int64("reply_to_message_id")
+		allow = p.bool("allow_sending_without_reply")
+	}
+	if id <= 0 {
+		return 0, nil
+	}
+	if ch.find(int(id)) == nil {
+		if allow {
+			return 0, nil
+		}
+		return 0, badRequest("message to be replied not found")
+	}
+	return int(id), nil
+}
+
+// addMessageLocked appends a new message to a chat; a bot's message ends its chat action
+// there. s.mu is held.
+func (s *Server) addMessageLocked(ch *chatState, from int64, fromBot bool) *message {
+	ch.nextMsgID++
+	m := &message{id: ch.nextMsgID, from: from, fromBot: fromBot, date: s.Now()}
+	ch.msgs = append(ch.msgs, m)
+	if fromBot {
+		delete(ch.typing, from)
+	}
+	return m
+}
+
+// checkText validates a message text and returns it stripped of leading and trailing
+// whitespace.
+func checkText(raw string) (string, *apiError) {
+	if !utf8.ValidString(raw) {
+		return "", badRequest("strings must be encoded in UTF-8")
+	}
+	text := strings.TrimSpace(raw)
+	switch {
+	case text == "":
+		return "", badRequest("message text is empty")
+	case utf16Len(text) > maxText:
+		return "", badRequest("message is too long")
+	}
+	return text, nil
+}
+
+// checkCaption validates a caption and returns it stripped.
+func checkCaption(raw string) (string, *apiError) {
+	if !utf8.ValidString(raw) {
+		return "", badRequest("strings must be encoded in UTF-8")
+	}
+	caption := strings.TrimSpace(raw)
+	if utf16Len(caption) > maxCaption {
+		return "", badRequest("message caption is too long")
+	}
+	return caption, nil
+}
+
+// utf16Len is the length of s in UTF-16 code units, as Telegram counts characters.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
