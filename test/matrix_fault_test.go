@@ -248,7 +248,8 @@ type faultAgent struct {
 	addr       string
 	token      string
 	a          *testkit.Agent
-	heard      map[string]int // user message_id -> deliveries
+	heard      map[string]int             // user message_id -> deliveries
+	messages   map[string]profile.Message // user message_id -> the message, when not nil
 	reconnects int
 	acks       map[string]string
 }
@@ -375,6 +376,9 @@ func (g *faultAgent) onPacket(a *testkit.Agent, env profile.Envelope) {
 		return
 	}
 	g.heard[m.MessageID]++
+	if g.messages != nil {
+		g.messages[m.MessageID] = m
+	}
 	b, err := testkit.Packet(testkit.NewID("pkt"), env.ChannelID, profile.TypeAck, map[string]any{"message_id": m.MessageID, "status": "accepted"})
 	if err != nil {
 		return

@@ -1,0 +1,171 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/handlers/target/telegram"
+	"github.com/ximd/ximd/handlers/target/telegram/telegramtest"
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/faultkit"
+	"github.com/ximd/ximd/test/testkit"
+)
+
+// Edge-api §7.2.2 under kill -9: an all-in-one ximd (embedded NATS, persistent data dir) bound to
+// a private chat of the Bot API fake is killed every 0.3–1.5 s and restarted while a person sends
+// photos and xAgent answers with streamed (draft) answers, each retransmitted until acked. Every
+// photo reaches xAgent under one message_id (the update offset is in JetStream, and an update
+// read again is the same message), with its bytes in the file store; no answer is shown twice,
+// and every answer acked accepted or duplicate is shown once. A direct final whose send a kill
+// interrupted may be answered delivery_outcome_unknown (Telegram has no idempotency key).
+// XIMD_TELEGRAM_FAULT_CYCLES (default 5) makes the run longer.
+func TestTelegram_KillNineUserPhotosOnceAnswersNeverTwice(t *testing.T) {
+	skipFaults(t)
+	cycles := faultkit.Env(t, "XIMD_TELEGRAM_FAULT_CYCLES", 5)
+	fake := telegramtest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(telegramtest.Limits{PerChatPerSecond: 1000, GroupPerMinute: 100000, EditsPerMinute: 100000, EphemeralPerSecond: 1000})
+	bot := fake.AddBot("9001:fault-secret", "fault_bot")
+	alice := fake.AddUser("Alice")
+	chat := fake.AddChat("private", "", alice.ID)
+
+	bin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := faultkit.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "ximd-fault-telegram-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs and data kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	token := "fault-token-" + testkit.NewID("t")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := append(ximdEnv(token), "XIM_DATA_DIR="+filepath.Join(dir, "data"), "XIM_NATS_PORT=-1", "XIM_NATS_MONITOR_PORT=0")
+	x, err := faultkit.StartXimd(ctx, "ximd", bin, "all", addr, filepath.Join(dir, "ximd.log"), env)
+	if x != nil {
+		t.Cleanup(x.Close)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testkit.Node{Token: token, Addr: addr}
+	cfg := map[string]any{"token": bot.Token, "chat_id": chat, "api_url": fake.URL(), "edits_per_minute": 600, "first_preview_words": 0}
+	if status, body, err := openTelegram(n, "tg", cfg); err != nil || status != 200 {
+		t.Fatalf("PUT telegram channel: %d %s %v", status, body, err)
+	}
+
+	var faults atomic.Int64
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for c := 0; c < cycles && ctx.Err() == nil; c++ {
+			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
+			if err := x.Kill(); err != nil {
+				t.Error(err)
+				return
+			}
+			faults.Add(1)
+			if err := x.Restart(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+
+	// The person sends photos as long as the kills go on.
+	var mu sync.Mutex
+	photos := map[string][]byte{} // message_id -> bytes
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+			data := []byte(fmt.Sprintf("photo %d %s", i, bytes.Repeat([]byte{byte(i)}, 512)))
+			id := fake.PostFile(chat, alice, "photo", fmt.Sprintf("photo %d", i), "", data)
+			mu.Lock()
+			photos[telegram.MessageIDOf(chat, id)] = data
+			mu.Unlock()
+			time.Sleep(time.Duration(30+rand.IntN(100)) * time.Millisecond)
+		}
+	}()
+
+	ag := &faultAgent{t: t, addr: addr, token: token, heard: map[string]int{}, messages: map[string]profile.Message{}}
+	defer ag.close()
+	acks := map[string]string{}
+	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+		text := fmt.Sprintf("answer %d: streamed, then final", i)
+		acks[text] = ag.answer(ctx, "tg", fmt.Sprintf("m_%03d", i), text, true)
+	}
+	<-killed
+	<-posted
+	mu.Lock()
+	want := map[string]bool{}
+	for mid := range photos {
+		want[mid] = true
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ag.heardAll(want) && time.Now().Before(deadline) {
+		ag.listen(ctx, time.Second)
+	}
+	lost, strange := 0, 0
+	for mid := range want {
+		if ag.heard[mid] == 0 {
+			lost++
+		}
+	}
+	for mid := range ag.heard {
+		if !want[mid] {
+			strange++
+		}
+	}
+	shown := map[string]int{}
+	for _, m := range fake.Messages(chat) {
+		shown[m.Text]++
+	}
+	var twice, missing []string
+	unknown := 0
+	for text, status := range acks {
+		switch {
+		case shown[text] > 1:
+			twice = append(twice, text)
+		case status == profile.CodeDeliveryOutcomeUnknown:
+			unknown++
+		case shown[text] == 0:
+			missing = append(missing, text)
+		}
+	}
+	t.Logf("summary: test=TelegramKillNine cycles=%d faults=%d photos=%d photos_lost=%d photos_doubled=%d answers=%d outcome_unknown=%d shown_twice=%d missing=%d reconnects=%d",
+		cycles, faults.Load(), len(want), lost, strange, len(acks), unknown, len(twice), len(missing), ag.reconnects)
+	if lost > 0 || strange > 0 || len(twice) > 0 || len(missing) > 0 {
+		t.Fatalf("photos lost %d, doubled %d; answers twice %v, missing %v\n%s", lost, strange, twice, missing, x.LogTail(40))
+	}
+	// Each photo's bytes are in the file store under the message that carried it.
+	for mid, data := range photos {
+		m := ag.messages[mid]
+		if len(m.Files) != 1 {
+			t.Fatalf("photo message %s carries %d files", mid, len(m.Files))
+		}
+		if status, got, err := n.Do("GET", m.Files[0].DownloadURL, nil); err != nil || status != 200 || !bytes.Equal(got, data) {
+			t.Fatalf("photo %s in the file store: %d, %d bytes, %v", mid, status, len(got), err)
+		}
+	}
+}
