@@ -71,6 +71,9 @@ type Setup struct {
 	// FileURL gives a stored file's URL for target.File.URL (adapters that pass links, like
 	// webhook); nil: the adapter reads Files.
 	FileURL func(ref string) string
+	// SeenID maps a target message id the adapter returns to the id a person sees of that
+	// message (Feishu: a card's handle holds the message id and the card's). nil: the same.
+	SeenID func(targetID string) string
 	// ForgetsConfirmed: the platform forgets what a poller has confirmed (Telegram forgets an
 	// update once getUpdates asks for the ones after it), so a poller set back to an older
 	// position reads nothing again; the suite then checks that nothing is doubled instead.
@@ -78,6 +81,13 @@ type Setup struct {
 	// RateLimited returns a call that the platform rate-limits when made often enough (Matrix:
 	// typing notifications). nil: the setup cannot make the platform rate-limit.
 	RateLimited func(t *testing.T) func(ctx context.Context) error
+}
+
+func (s Setup) seenID(id string) string {
+	if s.SeenID == nil {
+		return id
+	}
+	return s.SeenID(id)
 }
 
 // Run runs the suite.
@@ -161,7 +171,7 @@ func directFinal(t *testing.T, s Setup) {
 	}
 	eventually(t, "one message with the text", func() bool {
 		seen := chat.Messages(t)
-		return len(seen) == 1 && seen[0].Text == "hello from the suite" && seen[0].ID == id
+		return len(seen) == 1 && seen[0].Text == "hello from the suite" && seen[0].ID == s.seenID(id)
 	})
 }
 
@@ -187,7 +197,7 @@ func streamed(t *testing.T, s Setup) {
 	var seen []Seen
 	eventually(t, "one message showing the final text", func() bool {
 		seen = chat.Messages(t)
-		return len(seen) == 1 && seen[0].ID == id && seen[0].Text == "Hello, world."
+		return len(seen) == 1 && seen[0].ID == s.seenID(id) && seen[0].Text == "Hello, world."
 	})
 }
 
@@ -224,7 +234,7 @@ func drafted(t *testing.T, s Setup) {
 	}
 	eventually(t, "one message with the final text", func() bool {
 		seen := chat.Messages(t)
-		return len(seen) == 1 && seen[0].ID == id && seen[0].Text == "Hello, world."
+		return len(seen) == 1 && seen[0].ID == s.seenID(id) && seen[0].Text == "Hello, world."
 	})
 }
 
@@ -263,7 +273,7 @@ func reply(t *testing.T, s Setup) {
 	var seen []Seen
 	eventually(t, "the second message replies to the first", func() bool {
 		seen = chat.Messages(t)
-		return len(seen) == 2 && seen[1].ID == second && seen[1].ReplyTo == first && seen[0].ReplyTo == ""
+		return len(seen) == 2 && seen[1].ID == s.seenID(second) && seen[1].ReplyTo == s.seenID(first) && seen[0].ReplyTo == ""
 	})
 }
 

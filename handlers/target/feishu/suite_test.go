@@ -1,0 +1,89 @@
+package feishu_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/target/feishu"
+	"github.com/ximd/ximd/handlers/target/feishu/feishutest"
+	"github.com/ximd/ximd/handlers/target/targettest"
+)
+
+// unlimited turns the fake's rate limits off, for tests that are not about them.
+var unlimited = feishutest.Limits{PerChatPerSecond: 100000, CardPerSecond: 100000, AppPerMinute: 1000000, AppPerSecond: 100000}
+
+// The universal adapter suite against the open-platform fake: each chat is a p2p chat of one app
+// with a person of its own.
+func TestFeishu_UniversalAdapterSuite(t *testing.T) {
+	fake := feishutest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	app := fake.AddApp("cli_suite", "suite-secret", "suite bot")
+	files := targettest.NewFiles()
+	limited := feishutest.New() // default limits
+	t.Cleanup(limited.Close)
+	limitedApp := limited.AddApp("cli_limited", "limited-secret", "limited bot")
+	targettest.Run(t, targettest.Setup{
+		Adapter: feishu.New(feishu.Options{Files: files}),
+		Files:   files,
+		SeenID:  func(id string) string { m, _, _ := strings.Cut(id, ":"); return m },
+		RateLimited: func(t *testing.T) func(context.Context) error {
+			// A card takes 10 updates a second; streamed edits past that are refused.
+			chat := limited.AddChat("p2p", "limited", limited.AddUser("Lim"))
+			tg, err := feishu.New(feishu.Options{}).Open(config(t, limited.URL(), limitedApp, chat, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := tg.Send(context.Background(), target.Message{Text: "streaming", IdempotencyKey: "suite:limited"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			return func(ctx context.Context) error {
+				n++
+				return tg.(target.Editor).Edit(ctx, id, target.Message{Text: "streaming" + strings.Repeat(".", n), IdempotencyKey: "suite:limited"})
+			}
+		},
+		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
+			chat := fake.AddChat("p2p", "suite", fake.AddUser("Alice"))
+			if streaming == target.StreamingEdit {
+				streaming = feishu.StreamingCard
+			}
+			return targettest.Chat{
+				Config:   config(t, fake.URL(), app, chat, map[string]any{"streaming": streaming}),
+				Messages: func(t *testing.T) []targettest.Seen { return seen(fake, chat) },
+			}
+		},
+	})
+}
+
+// config is a channel config binding a chat of app on the server at url.
+func config(t *testing.T, url string, app feishutest.App, chat string, extra map[string]any) json.RawMessage {
+	t.Helper()
+	c := map[string]any{"app_id": app.ID, "app_secret": app.Secret, "chat_id": chat, "base_url": url}
+	for k, v := range extra {
+		c[k] = v
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// seen is the chat as its person sees it: the apps' messages, oldest first.
+func seen(fake *feishutest.Server, chat string) []targettest.Seen {
+	var out []targettest.Seen
+	for _, m := range fake.Messages(chat) {
+		s := targettest.Seen{ID: m.ID, Text: m.Text, ReplyTo: m.ParentID}
+		if m.File != nil {
+			s.Text = ""
+			s.Files = []targettest.SeenFile{{Name: m.File.Name, Data: m.File.Data}}
+		}
+		out = append(out, s)
+	}
+	return out
+}
