@@ -91,6 +91,12 @@ func TestFeishu_EndToEnd(t *testing.T) {
 		}
 	}
 
+	for _, c := range fake.Calls() {
+		if c.Status == http.StatusTooManyRequests || c.Code == 99991400 {
+			t.Fatalf("a call past the card's 10 updates a second: %+v", c)
+		}
+	}
+
 	// A frequency-limit storm: no call before the reset time, then accepted.
 	fake.FailNext(feishutest.RouteMessages, 3, http.StatusTooManyRequests, 99991400, "request trigger frequency limit", 1)
 	start := time.Now()

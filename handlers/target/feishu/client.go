@@ -32,7 +32,8 @@ const (
 	codeChatFrequencyLimit = 230020
 )
 
-// tokenMargin: a token is fetched again this long before Feishu's expiry.
+// tokenMargin: a token is fetched again this long before Feishu's expiry (a quarter of its life
+// when that is shorter).
 const tokenMargin = 5 * time.Minute
 
 // app is one Feishu app's client, shared by the channels of that app: its tenant access token,
@@ -44,6 +45,7 @@ type app struct {
 	tokMu   sync.Mutex
 	token   string
 	expires time.Time
+	margin  time.Duration // fetched again this long before expiry
 
 	mu    sync.Mutex
 	until map[string]time.Time // chat or "" (the app) -> no call before
@@ -66,7 +68,7 @@ type callInfo struct{ wrote bool }
 func (a *app) tokenFor(ctx context.Context, stale string) (string, error) {
 	a.tokMu.Lock()
 	defer a.tokMu.Unlock()
-	if a.token != "" && a.token != stale && time.Until(a.expires) > tokenMargin {
+	if a.token != "" && a.token != stale && time.Until(a.expires) > a.margin {
 		return a.token, nil
 	}
 	body, _ := json.Marshal(map[string]string{"app_id": a.id, "app_secret": a.secret})
@@ -95,7 +97,8 @@ func (a *app) tokenFor(ctx context.Context, stale string) (string, error) {
 	case r.Code != codeOK || r.Token == "":
 		return "", profile.Errorf(profile.CodeTargetAuthFailed, "feishu refused the app credentials: %d %s", r.Code, r.Msg)
 	}
-	a.token, a.expires = r.Token, time.Now().Add(time.Duration(r.Expire)*time.Second)
+	ttl := time.Duration(r.Expire) * time.Second
+	a.token, a.expires, a.margin = r.Token, time.Now().Add(ttl), min(tokenMargin, ttl/4)
 	return a.token, nil
 }
 

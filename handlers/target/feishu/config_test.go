@@ -2,13 +2,17 @@ package feishu_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/handlers/target/feishu"
+	"github.com/ximd/ximd/handlers/target/feishu/feishutest"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -62,5 +66,53 @@ func TestConfig_RefusalsNameTheFieldNeverTheSecret(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Code != profile.CodeInvalidDescriptor || !strings.Contains(pe.Message, "target.config."+field) || strings.Contains(pe.Message, "SECRET") {
 			t.Fatalf("%s: %v, want invalid_descriptor naming target.config.%s without the secret", cfg, err, field)
 		}
+	}
+}
+
+// The tenant access token is fetched once and again before it expires; a token Feishu refuses
+// (expired early, revoked) is fetched again and the call repeated once.
+func TestToken_RefreshedBeforeExpiryAndWhenRefused(t *testing.T) {
+	fake := feishutest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	app := fake.AddApp("cli_tok", "tok-secret", "bot")
+	chat := fake.AddChat("p2p", "c", fake.AddUser("Tom"))
+	tg, err := feishu.New(feishu.Options{}).Open(config(t, fake.URL(), app, chat, map[string]any{"streaming": "none"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(i int) {
+		t.Helper()
+		if _, err := tg.Send(context.Background(), target.Message{Text: fmt.Sprint("message ", i), Final: true, IdempotencyKey: fmt.Sprint("c:", i)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	tokens := func() int {
+		n := 0
+		for _, c := range fake.Calls() {
+			if c.Route == feishutest.RouteToken {
+				n++
+			}
+		}
+		return n
+	}
+	fake.SetTokenTTL(2 * time.Second)
+	send(1)
+	send(2)
+	if n := tokens(); n != 1 {
+		t.Fatalf("%d token calls for two sends, want 1", n)
+	}
+	time.Sleep(1600 * time.Millisecond) // within the last quarter of its life
+	send(3)
+	if n := tokens(); n != 2 {
+		t.Fatalf("%d token calls near expiry, want 2", n)
+	}
+	fake.FailNext(feishutest.RouteMessages, 1, 400, 99991663, "Invalid access token for authorization", 0)
+	send(4) // refused: fetched again, the call repeated
+	if n := tokens(); n != 3 {
+		t.Fatalf("%d token calls after a refused token, want 3", n)
+	}
+	if got := len(fake.Messages(chat)); got != 4 {
+		t.Fatalf("%d messages, want 4", got)
 	}
 }
