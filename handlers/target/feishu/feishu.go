@@ -53,8 +53,9 @@ const (
 	MaxTextLength = 7000
 	// UUIDWindow is how long Feishu remembers a send's uuid.
 	UUIDWindow = time.Hour
-	// CardUpdateInterval: a card entity takes at most 10 updates a second.
-	CardUpdateInterval = 100 * time.Millisecond
+	// CardUpdateInterval spaces the operations on one card entity, which takes at most 10 a
+	// second (a little more than 100 ms, for the clocks' jitter).
+	CardUpdateInterval = 110 * time.Millisecond
 	// SendInterval paces the messages sent to one chat (Feishu: 5 a second to one chat).
 	SendInterval = 200 * time.Millisecond
 	// MaxImageUpload and MaxFileUpload are the upload APIs' limits.
@@ -272,17 +273,23 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m target.Mess
 		text = parts[0]
 	}
 	cardPath := "/open-apis/cardkit/v1/cards/" + pathEscape(h.cardID)
-	err := t.app.do(ctx, request{method: http.MethodPut, path: cardPath + "/elements/" + elementID + "/content", chat: t.cfg.chatID,
-		json: map[string]any{"content": text, "sequence": t.app.nextSeq(h.cardID, h.created)}}, nil)
+	op := func(r request) error { // each operation on the card within its rate
+		if err := t.app.pace(ctx, "card:"+h.cardID, CardUpdateInterval); err != nil {
+			return err
+		}
+		return t.app.do(ctx, r, nil)
+	}
+	err := op(request{method: http.MethodPut, path: cardPath + "/elements/" + elementID + "/content", chat: t.cfg.chatID,
+		json: map[string]any{"content": text, "sequence": t.app.nextSeq(h.cardID, h.created)}})
 	switch {
 	case streamingClosed(err):
 		// The whole card, streaming on until the final.
-		err = t.app.do(ctx, request{method: http.MethodPut, path: cardPath, chat: t.cfg.chatID,
-			json: map[string]any{"card": map[string]any{"type": "card_json", "data": cardJSON(text, !m.Final)}, "sequence": t.app.nextSeq(h.cardID, h.created)}}, nil)
+		err = op(request{method: http.MethodPut, path: cardPath, chat: t.cfg.chatID,
+			json: map[string]any{"card": map[string]any{"type": "card_json", "data": cardJSON(text, !m.Final)}, "sequence": t.app.nextSeq(h.cardID, h.created)}})
 	case err == nil && m.Final:
 		settings, _ := json.Marshal(map[string]any{"config": map[string]any{"streaming_mode": false, "summary": map[string]any{"content": summary(m.Text)}}})
-		err = t.app.do(ctx, request{method: http.MethodPatch, path: cardPath + "/settings", chat: t.cfg.chatID,
-			json: map[string]any{"settings": string(settings), "sequence": t.app.nextSeq(h.cardID, h.created)}}, nil)
+		err = op(request{method: http.MethodPatch, path: cardPath + "/settings", chat: t.cfg.chatID,
+			json: map[string]any{"settings": string(settings), "sequence": t.app.nextSeq(h.cardID, h.created)}})
 	}
 	if err != nil || !m.Final {
 		return err

@@ -3,6 +3,7 @@ package feishu_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestFeishu_UniversalAdapterSuite(t *testing.T) {
 	fake.SetLimits(unlimited)
 	app := fake.AddApp("cli_suite", "suite-secret", "suite bot")
 	files := targettest.NewFiles()
-	limited := feishutest.New() // default limits
+	limited := feishutest.New()
 	t.Cleanup(limited.Close)
 	limitedApp := limited.AddApp("cli_limited", "limited-secret", "limited bot")
 	targettest.Run(t, targettest.Setup{
@@ -31,20 +32,17 @@ func TestFeishu_UniversalAdapterSuite(t *testing.T) {
 		Files:   files,
 		SeenID:  func(id string) string { m, _, _ := strings.Cut(id, ":"); return m },
 		RateLimited: func(t *testing.T) func(context.Context) error {
-			// A card takes 10 updates a second; streamed edits past that are refused.
+			// The adapter paces its own calls within Feishu's limits, so the platform's
+			// frequency limit is made to answer: 429 99991400 with a 2 s reset.
 			chat := limited.AddChat("p2p", "limited", limited.AddUser("Lim"))
-			tg, err := feishu.New(feishu.Options{}).Open(config(t, limited.URL(), limitedApp, chat, nil))
+			tg, err := feishu.New(feishu.Options{}).Open(config(t, limited.URL(), limitedApp, chat, map[string]any{"streaming": "none"}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := tg.Send(context.Background(), target.Message{Text: "streaming", IdempotencyKey: "suite:limited"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
+			limited.FailNext(feishutest.RouteMessages, 1, http.StatusTooManyRequests, 99991400, "request trigger frequency limit", 2)
 			return func(ctx context.Context) error {
-				n++
-				return tg.(target.Editor).Edit(ctx, id, target.Message{Text: "streaming" + strings.Repeat(".", n), IdempotencyKey: "suite:limited"})
+				_, err := tg.Send(ctx, target.Message{Text: "limited", Final: true, IdempotencyKey: "suite:limited"})
+				return err
 			}
 		},
 		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
