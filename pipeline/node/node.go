@@ -29,6 +29,7 @@ import (
 	"github.com/ximd/ximd/handlers/target/download"
 	"github.com/ximd/ximd/handlers/target/feishu"
 	"github.com/ximd/ximd/handlers/target/matrix"
+	"github.com/ximd/ximd/handlers/target/slack"
 	"github.com/ximd/ximd/handlers/target/telegram"
 	"github.com/ximd/ximd/handlers/target/webchat"
 	"github.com/ximd/ximd/handlers/target/webhook"
@@ -189,7 +190,8 @@ func (n *Node) Run(ctx context.Context) error {
 	adapters := target.NewRegistry(hook, chat,
 		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
 		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}),
-		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}))
+		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}),
+		slack.New(slack.Options{Logger: n.logger.With("adapter", slack.Name), Files: fileStore}))
 	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
 	if err != nil {
 		return err
