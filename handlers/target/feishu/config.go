@@ -1,7 +1,6 @@
 package feishu
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -61,18 +60,9 @@ type publicConfig struct {
 // parseConfig decodes and validates a feishu config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, invalid("target.config", "required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var w wireConfig
-	if err := dec.Decode(&w); err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "unknown field "); i >= 0 {
-			return nil, invalid("target.config."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
-		}
-		return nil, invalid("target.config", "must be a JSON object (a bad value type?)")
+	if err := target.DecodeConfig(raw, &w); err != nil {
+		return nil, err
 	}
 	c := &config{appID: w.AppID, appSecret: w.AppSecret, chatID: w.ChatID, streaming: w.Streaming,
 		verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}

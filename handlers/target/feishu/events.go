@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -246,7 +245,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 		var pe *profile.Error
 		switch {
 		case errors.As(err, &pe) && !pe.Retryable:
-			m.Text = joinText(m.Text, fmt.Sprintf("[%s: not passed on: %s]", file.name, pe.Message))
+			m.Text = target.Unpassed(m.Text, file.name, pe.Message)
 		case err != nil:
 			return "", err
 		default:
@@ -307,11 +306,4 @@ func orName(name, fallback string) string {
 		return name
 	}
 	return fallback
-}
-
-func joinText(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "\n" + b
 }

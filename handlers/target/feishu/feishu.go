@@ -453,17 +453,8 @@ func fileType(f target.File) string {
 // splitText cuts a final's text into messages of at most MaxTextLength characters.
 func splitText(text string) []string { return target.SplitText(text, MaxTextLength) }
 
-// truncate cuts a streamed preview at MaxTextLength characters, marking the cut.
-func truncate(text string) string {
-	n := 0
-	for i := range text {
-		if n == MaxTextLength-1 {
-			return text[:i] + "…"
-		}
-		n++
-	}
-	return text
-}
+// truncate cuts a streamed preview at MaxTextLength characters.
+func truncate(text string) string { return target.Truncate(text, MaxTextLength) }
 
 // summary is a card's preview in the chat list: its first line, shortened.
 func summary(text string) string {

@@ -1,7 +1,6 @@
 package matrix
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -51,18 +50,9 @@ type publicConfig struct {
 // parseConfig decodes and validates a matrix config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains the token.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, invalid("target.config", "required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var w wireConfig
-	if err := dec.Decode(&w); err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "unknown field "); i >= 0 {
-			return nil, invalid("target.config."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
-		}
-		return nil, invalid("target.config", "must be a JSON object: "+msg)
+	if err := target.DecodeConfig(raw, &w); err != nil {
+		return nil, err
 	}
 	c := &config{accessToken: w.AccessToken, roomID: w.RoomID, streaming: w.Streaming, activity: w.Activity}
 	u, err := url.Parse(w.Homeserver)

@@ -429,13 +429,7 @@ func txnID(key string, i int) string {
 	return "ximd-" + hex.EncodeToString(sum[:16])
 }
 
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
+func truncate(s string, n int) string { return target.Truncate(s, n) }
 
 // mapErr maps a client error to the profile's target codes (edge-api §7.2.1): M_LIMIT_EXCEEDED
 // and 429 are target_rate_limited with the server's retry time; 5xx, timeouts and connection

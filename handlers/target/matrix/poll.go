@@ -184,7 +184,7 @@ func (a *Adapter) receive(ctx context.Context, acc *account, ev *event.Event, in
 		switch {
 		case errors.As(err, &pe) && !pe.Retryable:
 			// Too large, or gone: the message says so rather than vanish.
-			m.Text = joinText(m.Text, fmt.Sprintf("[%s: not passed on: %s]", name, pe.Message))
+			m.Text = target.Unpassed(m.Text, name, pe.Message)
 		case err != nil:
 			return err
 		default:
@@ -234,13 +234,6 @@ func fileType(t event.MessageType) string {
 		return "audio"
 	}
 	return "file"
-}
-
-func joinText(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "\n" + b
 }
 
 // roomFilter returns the id of the account's sync filter for room (created once per room).

@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -62,18 +61,9 @@ type publicConfig struct {
 // parseConfig decodes and validates a slack config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, invalid("target.config", "required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var w wireConfig
-	if err := dec.Decode(&w); err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "unknown field "); i >= 0 {
-			return nil, invalid("target.config."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
-		}
-		return nil, invalid("target.config", "must be a JSON object (a bad value type?)")
+	if err := target.DecodeConfig(raw, &w); err != nil {
+		return nil, err
 	}
 	c := &config{botToken: w.BotToken, channelID: w.ChannelID, threadTS: w.ThreadTS, appToken: w.AppToken,
 		signingSecret: w.SigningSecret, streaming: w.Streaming, activity: w.Activity}

@@ -167,7 +167,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel s
 		var pe *profile.Error
 		switch {
 		case errors.As(err, &pe) && !pe.Retryable:
-			m.Text = joinText(m.Text, fmt.Sprintf("[%s: not passed on: %s]", f.Name, pe.Message))
+			m.Text = target.Unpassed(m.Text, f.Name, pe.Message)
 		case err != nil:
 			for _, done := range m.Files {
 				_ = in.Discard(context.WithoutCancel(ctx), done.FileRef)
@@ -297,11 +297,4 @@ func (a *Adapter) signed(r *http.Request, body []byte, secret string) bool {
 	mac.Write(body)
 	want := "v0=" + hex.EncodeToString(mac.Sum(nil))
 	return hmac.Equal([]byte(want), []byte(sig))
-}
-
-func joinText(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "\n" + b
 }

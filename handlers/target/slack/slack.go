@@ -416,17 +416,8 @@ func (t *Target) update(ctx context.Context, ts, text string, md slack.SlackMeta
 	})
 }
 
-// truncate cuts a streamed preview at MaxTextLength characters, marking the cut.
-func truncate(text string) string {
-	n := 0
-	for i := range text {
-		if n == MaxTextLength-1 {
-			return text[:i] + "…"
-		}
-		n++
-	}
-	return text
-}
+// truncate cuts a streamed preview at MaxTextLength characters.
+func truncate(text string) string { return target.Truncate(text, MaxTextLength) }
 
 func (ws *workspace) sentParts(key string) []string {
 	ws.mu.Lock()

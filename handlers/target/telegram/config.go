@@ -74,18 +74,9 @@ type publicConfig struct {
 // parseConfig decodes and validates a telegram config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains the token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, invalid("target.config", "required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var w wireConfig
-	if err := dec.Decode(&w); err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "unknown field "); i >= 0 {
-			return nil, invalid("target.config."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
-		}
-		return nil, invalid("target.config", "must be a JSON object (a bad value type?)")
+	if err := target.DecodeConfig(raw, &w); err != nil {
+		return nil, err
 	}
 	c := &config{token: w.Token, streaming: w.Streaming, activity: w.Activity, inbound: w.Inbound, webhookSecret: w.WebhookSecret}
 	if id, secret, sep := strings.Cut(c.token, ":"); !sep || id == "" || secret == "" || strings.ContainsAny(c.token, "/?# ") {

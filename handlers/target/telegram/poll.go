@@ -158,7 +158,7 @@ func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, 
 		switch {
 		case errors.As(err, &pe) && !pe.Retryable:
 			// Too large, or gone: the message says so rather than vanish.
-			msg.Text = joinText(msg.Text, fmt.Sprintf("[%s: not passed on: %s]", f.name, pe.Message))
+			msg.Text = target.Unpassed(msg.Text, f.name, pe.Message)
 		case err != nil:
 			return "", err
 		default:
@@ -240,13 +240,6 @@ func (a *Adapter) fetch(ctx context.Context, acc *account, f inFile, in target.I
 		mime = "application/octet-stream"
 	}
 	return in.PutFile(ctx, target.StoredFile{Type: f.typ, Filename: f.name, MimeType: mime}, body)
-}
-
-func joinText(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "\n" + b
 }
 
 // getUpdates is one long poll (Bot API "getUpdates"): the updates after offset, waiting up to
