@@ -42,37 +42,10 @@ func TestMatrix_KillNineNeverTwiceNeverLost(t *testing.T) {
 	bot, alice := hs.Register(t, "bot"), hs.Register(t, "alice")
 	room := hs.Room(t, bot, false, alice)
 
-	bin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := faultkit.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "ximd-fault-matrix-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs and data kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	token := "fault-token-" + testkit.NewID("t")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := append(ximdEnv(token), "XIM_DATA_DIR="+filepath.Join(dir, "data"), "XIM_NATS_PORT=-1", "XIM_NATS_MONITOR_PORT=0")
-	x, err := faultkit.StartXimd(ctx, "ximd", bin, "all", addr, filepath.Join(dir, "ximd.log"), env)
-	if x != nil {
-		t.Cleanup(x.Close)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testkit.Node{Token: token, Addr: addr}
+	x := startAllInOne(t, ctx, "matrix")
+	n, dir, addr, token := x.node, x.dir, x.node.Addr, x.node.Token
 	if status, body, err := openMatrix(n, "mx", map[string]any{"homeserver": hs.URL, "access_token": bot.Token, "room_id": string(room)}); err != nil || status != 200 {
 		t.Fatalf("PUT matrix channel: %d %s %v", status, body, err)
 	}
@@ -239,6 +212,53 @@ func inRoomserver(t *testing.T, dir string, u *dendrite.User, room id.RoomID, mi
 		unindexed = append(unindexed, text)
 	}
 	return still, unindexed
+}
+
+// allInOne is an all-in-one ximd process (embedded NATS, a persistent data dir) for kill -9
+// tests: its binary, address, node handle and log, the data kept when the test fails.
+type allInOne struct {
+	*faultkit.Ximd
+	node *testkit.Node
+	dir  string
+}
+
+// startAllInOne starts an all-in-one ximd with the fault suite's settings and env.
+func startAllInOne(t *testing.T, ctx context.Context, name string, env ...string) *allInOne {
+	t.Helper()
+	bin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := faultkit.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "ximd-fault-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs and data kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	token := "fault-token-" + testkit.NewID("t")
+	env = append(append(ximdEnv(token), "XIM_DATA_DIR="+filepath.Join(dir, "data"), "XIM_NATS_PORT=-1", "XIM_NATS_MONITOR_PORT=0"), env...)
+	x, err := faultkit.StartXimd(ctx, "ximd", bin, "all", addr, filepath.Join(dir, "ximd.log"), env)
+	if x != nil {
+		t.Cleanup(x.Close)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &allInOne{Ximd: x, node: &testkit.Node{Token: token, Addr: addr}, dir: dir}
+}
+
+// agent is xAgent over reconnecting WebSockets to this process.
+func (p *allInOne) agent(t *testing.T) *faultAgent {
+	return &faultAgent{t: t, addr: p.node.Addr, token: p.node.Token, heard: map[string]int{}}
 }
 
 // faultAgent plays xAgent over reconnecting WebSockets: it answers with finals until each is

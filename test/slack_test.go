@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,31 +179,14 @@ func TestSlack_KillNineBetweenIntentAndOutcome(t *testing.T) {
 	t.Cleanup(fake.Close)
 	bot := fake.AddBot("ximd")
 	dm := fake.AddChannel("im", "carol", fake.AddUser("Carol"))
-	bin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := faultkit.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	token := "fault-token-" + testkit.NewID("t")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := append(ximdEnv(token), "XIM_DATA_DIR="+filepath.Join(dir, "data"), "XIM_NATS_PORT=-1", "XIM_NATS_MONITOR_PORT=0", "XIM_TARGET_RETRY_BUDGET=30s")
-	x, err := faultkit.StartXimd(ctx, "ximd", bin, "all", addr, filepath.Join(dir, "ximd.log"), env)
-	if x != nil {
-		t.Cleanup(x.Close)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testkit.Node{Token: token, Addr: addr}
+	x := startAllInOne(t, ctx, "slack", "XIM_TARGET_RETRY_BUDGET=30s")
+	n := x.node
 	if status, body, err := openSlack(n, "sk", slackConfig(fake, bot, dm, "", map[string]any{"streaming": "none"})); err != nil || status != 200 {
 		t.Fatalf("PUT slack channel: %d %s %v", status, body, err)
 	}
-	ag := &faultAgent{t: t, addr: addr, token: token, heard: map[string]int{}}
+	ag := x.agent(t)
 	defer ag.close()
 	a := ag.conn(ctx)
 	fake.Hang("chat.postMessage", time.Minute) // applied, never answered

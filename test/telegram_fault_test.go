@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/ximd/ximd/handlers/target/telegram/telegramtest"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // Edge-api §7.2.2 under kill -9: an all-in-one ximd (embedded NATS, persistent data dir) bound to
@@ -37,37 +34,10 @@ func TestTelegram_KillNineUserPhotosOnceAnswersNeverTwice(t *testing.T) {
 	alice := fake.AddUser("Alice")
 	chat := fake.AddChat("private", "", alice.ID)
 
-	bin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := faultkit.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "ximd-fault-telegram-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs and data kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	token := "fault-token-" + testkit.NewID("t")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := append(ximdEnv(token), "XIM_DATA_DIR="+filepath.Join(dir, "data"), "XIM_NATS_PORT=-1", "XIM_NATS_MONITOR_PORT=0")
-	x, err := faultkit.StartXimd(ctx, "ximd", bin, "all", addr, filepath.Join(dir, "ximd.log"), env)
-	if x != nil {
-		t.Cleanup(x.Close)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testkit.Node{Token: token, Addr: addr}
+	x := startAllInOne(t, ctx, "telegram")
+	n := x.node
 	cfg := map[string]any{"token": bot.Token, "chat_id": chat, "api_url": fake.URL(), "edits_per_minute": 600, "first_preview_words": 0}
 	if status, body, err := openTelegram(n, "tg", cfg); err != nil || status != 200 {
 		t.Fatalf("PUT telegram channel: %d %s %v", status, body, err)
@@ -107,7 +77,8 @@ func TestTelegram_KillNineUserPhotosOnceAnswersNeverTwice(t *testing.T) {
 		}
 	}()
 
-	ag := &faultAgent{t: t, addr: addr, token: token, heard: map[string]int{}, messages: map[string]profile.Message{}}
+	ag := x.agent(t)
+	ag.messages = map[string]profile.Message{}
 	defer ag.close()
 	acks := map[string]string{}
 	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
