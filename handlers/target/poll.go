@@ -2,7 +2,9 @@ package target
 
 import (
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/ximd/ximd/profile"
@@ -78,4 +80,23 @@ type Receiver interface {
 	// Refusal answers a request for a channel that is not open on this adapter exactly as a
 	// bad signature is answered, so the route tells nobody without a secret which channels exist.
 	Refusal() error
+}
+
+// Submit submits a user message through in and names the outcome for the metrics: "accepted",
+// "duplicate" (submitted already), or the code of a refusal the profile makes (the message is
+// then logged as event, with the channel, and skipped: it will not pass however often it comes).
+// Any other failure is returned, and the platform's message is read again.
+func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, event, channel string) (string, error) {
+	ok, err := in.Submit(ctx, m)
+	var pe *profile.Error
+	switch {
+	case errors.As(err, &pe) && !pe.Retryable:
+		log.Warn(event, "channel", channel, "message_id", m.MessageID, "code", pe.Code, "err", pe.Message)
+		return pe.Code, nil
+	case err != nil:
+		return "", err
+	case !ok:
+		return "duplicate", nil
+	}
+	return "accepted", nil
 }

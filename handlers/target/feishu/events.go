@@ -252,19 +252,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 			m.Files = append(m.Files, f)
 		}
 	}
-	ok, err := in.Submit(ctx, m)
-	var pe *profile.Error
-	if errors.As(err, &pe) && !pe.Retryable {
-		a.log.Warn("feishu_message_refused", "channel", channel, "message_id", msgID, "code", pe.Code, "err", pe.Message)
-		return pe.Code, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "duplicate", nil
-	}
-	return "accepted", nil
+	return target.Submit(ctx, in, m, a.log, "feishu_message_refused", channel)
 }
 
 // inFile is the file of a user message.

@@ -177,19 +177,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel s
 			m.Files = append(m.Files, pf)
 		}
 	}
-	ok, err := in.Submit(ctx, m)
-	var pe *profile.Error
-	if errors.As(err, &pe) && !pe.Retryable {
-		a.log.Warn("slack_message_refused", "channel", channel, "message_id", msgID, "code", pe.Code, "err", pe.Message)
-		return pe.Code, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "duplicate", nil
-	}
-	return "accepted", nil
+	return target.Submit(ctx, in, m, a.log, "slack_message_refused", channel)
 }
 
 // fetch copies a file of a message from its url_private (the bot token in the Authorization

@@ -165,19 +165,7 @@ func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, 
 			msg.Files = append(msg.Files, stored)
 		}
 	}
-	ok, err := in.Submit(ctx, msg)
-	var pe *profile.Error
-	if errors.As(err, &pe) && !pe.Retryable {
-		a.log.Warn("telegram_message_refused", "channel", channel, "message_id", msgID, "code", pe.Code, "err", pe.Message)
-		return pe.Code, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "duplicate", nil
-	}
-	return "accepted", nil
+	return target.Submit(ctx, in, msg, a.log, "telegram_message_refused", channel)
 }
 
 // inFile is the file of a user message.
