@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +30,11 @@ type Config struct {
 	Role Role
 
 	HTTPAddr string // XIM_HTTP_ADDR
-	DataDir  string // XIM_DATA_DIR
-	NATSURL  string // XIM_NATS_URL
+	// PprofAddr (XIM_PPROF_ADDR) serves the Go profiler on its own listener ("": off; a
+	// missing host binds loopback).
+	PprofAddr string
+	DataDir   string // XIM_DATA_DIR
+	NATSURL   string // XIM_NATS_URL
 	// NATSCreds (XIM_NATS_CREDS) is the .creds or nkey seed file presented to XIM_NATS_URL; the
 	// embedded server always uses the seed ximd keeps in the data dir (NATSSeedFile).
 	NATSCreds  string
@@ -165,6 +169,7 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	str("XIM_NATS_CA", &c.NATSCA)
 	c.AgentToken = getenv("XIM_AGENT_TOKEN")
 	str("XIM_PUBLIC_URL", &c.PublicURL)
+	str("XIM_PPROF_ADDR", &c.PprofAddr)
 	str("XIM_LOG_LEVEL", &c.LogLevel)
 	str("XIM_LOG_FORMAT", &c.LogFormat)
 	str("XIM_INSTANCE", &c.Instance)
@@ -232,6 +237,13 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	i64("XIM_IN_MAX_BYTES", &c.Store.InMaxBytes)
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.HTTPAddr
+	}
+	if c.PprofAddr != "" {
+		if host, port, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			errs = append(errs, fmt.Errorf("XIM_PPROF_ADDR %q: want host:port or :port", c.PprofAddr))
+		} else if host == "" {
+			c.PprofAddr = net.JoinHostPort("127.0.0.1", port) // loopback unless a host is named
+		}
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	errs = append(errs, c.Validate())

@@ -21,7 +21,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "defaults", role: node.RoleAll, env: nil, check: func(t *testing.T, c node.Config) {
 			if c.HTTPAddr != "127.0.0.1:8080" || c.DataDir != "./data" || c.PublicURL != "http://127.0.0.1:8080" ||
 				c.EditInterval != 250*time.Millisecond || c.Store.CompletedTTL != 24*time.Hour || c.MaxPacketBytes != 1<<20 ||
-				c.MaxFileBytes != 64<<20 || c.FileTTL != 24*time.Hour || c.NATSPort != 4222 || c.NATSMonitorPort != 8222 {
+				c.MaxFileBytes != 64<<20 || c.FileTTL != 24*time.Hour || c.NATSPort != 4222 || c.NATSMonitorPort != 8222 || c.PprofAddr != "" {
 				t.Fatalf("defaults %+v", c)
 			}
 		}},
@@ -37,6 +37,12 @@ func TestFromEnv(t *testing.T) {
 		{name: "bad values all reported", role: node.RoleAll, env: map[string]string{
 			"XIM_EDIT_INTERVAL": "soon", "XIM_MAX_FILE_BYTES": "big", "XIM_LOG_LEVEL": "loud", "XIM_NATS_PORT": "70000",
 		}, wantErr: []string{"XIM_EDIT_INTERVAL", "XIM_MAX_FILE_BYTES", "XIM_LOG_LEVEL", "XIM_NATS_PORT"}},
+		{name: "pprof off by default, loopback without a host", role: node.RoleAll, env: map[string]string{"XIM_PPROF_ADDR": ":6060"}, check: func(t *testing.T, c node.Config) {
+			if c.PprofAddr != "127.0.0.1:6060" {
+				t.Fatalf("XIM_PPROF_ADDR=:6060 gives %q", c.PprofAddr)
+			}
+		}},
+		{name: "pprof needs host:port", role: node.RoleAll, env: map[string]string{"XIM_PPROF_ADDR": "6060"}, wantErr: []string{"XIM_PPROF_ADDR"}},
 		{name: "gateway needs nats url", role: node.RoleGateway, wantErr: []string{"XIM_NATS_URL"}},
 		{name: "worker needs nats url", role: node.RoleWorker, wantErr: []string{"XIM_NATS_URL"}},
 		{name: "retry budget at most 1h", role: node.RoleAll, env: map[string]string{"XIM_TARGET_RETRY_BUDGET": "2h"}, wantErr: []string{"XIM_TARGET_RETRY_BUDGET"}},

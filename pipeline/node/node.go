@@ -54,6 +54,7 @@ type Node struct {
 
 	ready     chan struct{}
 	httpAddr  string
+	pprofAddr string
 	natsURL   string
 	natsCreds pipeline.Credentials
 	token     string
@@ -108,8 +109,12 @@ func (n *Node) Run(ctx context.Context) error {
 			closers[i](dctx)
 		}
 	}()
+	closePprof, err := n.servePprof(n.logger)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, closePprof)
 	var nc *nats.Conn
-	var err error
 	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
 	if n.cfg.NATSURL == "" {
 		seedFile := filepath.Join(n.cfg.DataDir, NATSSeedFile)
