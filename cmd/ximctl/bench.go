@@ -37,6 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
 	workers := fs.Int("workers", 0, "0: one all-in-one node; N: a NATS server, a gateway and N workers (in this process), sharing the partitions")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
+	bin := fs.String("bin", "", "run this ximd binary as the node under test, a separate all-in-one process, and report its CPU per packet (Linux); default: the node runs in this process")
 	noProgress := fs.Bool("no-progress", false, "no progress on stderr")
 	setUsage(fs, stderr, "[flags]", "Load tool: drives deltas and finals through an in-process ximd; progress on stderr, figures on stdout.")
 	if err := parse(fs, args, stderr); err != nil {
@@ -71,12 +72,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.Store.Partitions = *partitions
 		c.EditInterval = *editInterval
 	}
-	n, stop, err := startBenchNodes(ctx, dir, *workers, mutate)
+	var env load.Env
+	var stop func()
+	var err error
+	where := topology(*workers)
+	switch {
+	case *bin != "" && *workers > 0:
+		return fmt.Errorf("ximctl bench: -bin runs one all-in-one process; -workers runs in this process")
+	case *bin != "":
+		env, stop, err = startBenchProcess(ctx, *bin, dir, *partitions, *editInterval)
+		where = "all-in-one process " + *bin
+	default:
+		var n *testkit.Node
+		n, stop, err = startBenchNodes(ctx, dir, *workers, mutate)
+		env = load.Env{Node: n}
+	}
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Fprintf(stdout, "node: %s, %d partitions, edit interval %s, data %s\n", topology(*workers), *partitions, *editInterval, dir)
+	fmt.Fprintf(stdout, "node: %s, %d partitions, edit interval %s, data %s\n", where, *partitions, *editInterval, dir)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -89,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	rep, err := load.Run(ctx, cfg, load.Env{Node: n})
+	rep, err := load.Run(ctx, cfg, env)
 	stopProgress()
 	if err != nil {
 		return err

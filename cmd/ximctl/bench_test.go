@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +75,37 @@ func TestProgressView_TerminalBar(t *testing.T) {
 	}
 	if !strings.HasSuffix(got, "\r\033[K") || result.String() != "finals: 200 in 1s\n" {
 		t.Fatalf("bar not cleared for the result line: %q / %q", got, result.String())
+	}
+}
+
+// ximctl bench -bin runs the ximd under test as a separate process and reports its CPU per raw
+// publish, per delta and per final (the figures issue 18's table asks for), read from /proc.
+func TestBench_BinReportsTheNodesCPUPerPacket(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the node's CPU is read from /proc")
+	}
+	bin := filepath.Join(t.TempDir(), "ximd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../ximd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	code, out, errOut := runCommand(t, "bench", "-bin", bin, "-no-progress", "-channels", "2", "-messages", "2", "-deltas", "10",
+		"-finals", "200", "-delta-bytes", "8", "-window", "32", "-paced", "200ms", "-raw", "2000")
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s", code, errOut)
+	}
+	for _, line := range []string{"node: all-in-one process", "node CPU per raw publish", "node CPU per delta", "node CPU per final"} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("no %q in the report:\n%s", line, out)
+		}
+	}
+	var perFinal float64
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "node CPU per final") {
+			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "node CPU per final")), "%f", &perFinal)
+		}
+	}
+	if perFinal <= 0 {
+		t.Fatalf("CPU per final %v µs: the process's CPU was not read\n%s", perFinal, out)
 	}
 }

@@ -73,6 +73,9 @@ type Report struct {
 	// DisplayCallsPerDelta is the target's display calls (create and edits before the final)
 	// per delta of the max-rate delta phase: how much the node coalesced.
 	DisplayCallsPerDelta float64
+	// CPU of the node under test (Env.CPU set): per raw publish (the NATS server's own cost),
+	// per delta and per final of the max-rate phases.
+	RawCPU, DeltaCPU, FinalCPU time.Duration
 }
 
 func (r Report) String() string {
@@ -83,14 +86,28 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "ack latency at half load      p50 %-9s p99 %-9s (target p99 <= 25ms)\n", round(r.AckP50), round(r.AckP99))
 	fmt.Fprintf(&b, "delta display at half load    p50 %-9s p99 %-9s (target p99 <= 10ms)\n", round(r.DisplayP50), round(r.DisplayP99))
 	fmt.Fprintf(&b, "display calls per delta       %10.2f      (at max rate; fewer: more coalesced)\n", r.DisplayCallsPerDelta)
+	if r.FinalCPU > 0 {
+		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+		fmt.Fprintf(&b, "node CPU per raw publish      %10.1f µs  (the NATS server's share)\n", us(r.RawCPU))
+		fmt.Fprintf(&b, "node CPU per delta            %10.1f µs\n", us(r.DeltaCPU))
+		fmt.Fprintf(&b, "node CPU per final            %10.1f µs\n", us(r.FinalCPU))
+	}
 	return b.String()
 }
 
 func round(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 
-// Env is what a run drives: a ximd edge (the raw baseline publishes to its NATS server).
+// Env is what a run drives: a ximd edge, the NATS server its raw baseline publishes to, and
+// how much CPU the node under test has used.
 type Env struct {
+	// Node is the edge (its Addr and Token; an in-process node also gives its NATS server).
 	Node *testkit.Node
+	// NATSURL and NATSOptions name the NATS server of the raw baseline ("": Node's own).
+	NATSURL     string
+	NATSOptions []nats.Option
+	// CPU returns the CPU time the node under test (ximd, with its embedded NATS server) has
+	// used so far; nil: not measured (the node runs in this process).
+	CPU func() (time.Duration, error)
 }
 
 // Run performs the phases in order: raw baseline, max deltas, max finals, half-load finals,
@@ -112,8 +129,16 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 		r.channels = append(r.channels, ch)
 	}
 	r.phase = PhaseRaw
-	if rep.RawPublishPerSec, err = rawPublish(ctx, e.Node, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
+	url, opts := e.NATSURL, e.NATSOptions
+	if url == "" {
+		url, opts = e.Node.NATSURL(), e.Node.NATSOptions()
+	}
+	cpu := r.cpuMeter()
+	if rep.RawPublishPerSec, err = rawPublish(ctx, url, opts, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
 		return rep, fmt.Errorf("raw baseline: %w", err)
+	}
+	if rep.RawCPU, err = cpu(cfg.RawMessages); err != nil {
+		return rep, err
 	}
 	r.progress("raw JetStream async publish: %.0f msg/s", rep.RawPublishPerSec)
 	agent, err := testkit.Dial(ctx, e.Node.Addr, e.Node.Token)
@@ -125,16 +150,24 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 
 	r.phase = PhaseDeltasMax
 	calls0 := r.displayCalls.Load()
+	cpu = r.cpuMeter()
 	n, d, err := r.deltas(ctx, 0, cfg.Messages)
 	if err != nil {
+		return rep, err
+	}
+	if rep.DeltaCPU, err = cpu(n); err != nil {
 		return rep, err
 	}
 	rep.DeltasPerSec = float64(n) / d.Seconds()
 	rep.DisplayCallsPerDelta = float64(r.displayCalls.Load()-calls0) / float64(max(n, 1))
 	r.progress("deltas: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.DeltasPerSec)
 	r.phase = PhaseFinalsMax
+	cpu = r.cpuMeter()
 	n, d, _, err = r.finals(ctx, cfg.Finals, 0)
 	if err != nil {
+		return rep, err
+	}
+	if rep.FinalCPU, err = cpu(n); err != nil {
 		return rep, err
 	}
 	rep.FinalsPerSec = float64(n) / d.Seconds()
@@ -191,6 +224,25 @@ type msgTrack struct {
 	cum   []int       // cumulative text length after delta i
 	shown int         // deltas displayed so far
 	total int         // deltas that will be sent
+}
+
+// cpuMeter starts measuring the node's CPU: the returned function gives the CPU used since, per
+// item (0 when the environment does not measure it).
+func (r *runner) cpuMeter() func(items int) (time.Duration, error) {
+	if r.env.CPU == nil {
+		return func(int) (time.Duration, error) { return 0, nil }
+	}
+	start, err := r.env.CPU()
+	return func(items int) (time.Duration, error) {
+		if err != nil {
+			return 0, err
+		}
+		end, err := r.env.CPU()
+		if err != nil || items == 0 {
+			return 0, err
+		}
+		return (end - start) / time.Duration(items), nil
+	}
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -384,8 +436,8 @@ func (r *runner) drainAcks(pending map[string]bool, _ []time.Duration) error {
 
 // rawPublish measures JetStream async publishes of size-byte payloads to a scratch file stream.
 // tick(done, n) is called after each publish.
-func rawPublish(ctx context.Context, node *testkit.Node, n, size int, tick func(done, total int)) (float64, error) {
-	nc, err := nats.Connect(node.NATSURL(), append(node.NATSOptions(), nats.Name("ximctl-bench-raw"))...)
+func rawPublish(ctx context.Context, url string, opts []nats.Option, n, size int, tick func(done, total int)) (float64, error) {
+	nc, err := nats.Connect(url, append(append([]nats.Option(nil), opts...), nats.Name("ximctl-bench-raw"))...)
 	if err != nil {
 		return 0, err
 	}
