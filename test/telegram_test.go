@@ -54,10 +54,11 @@ func (w *telegramWorld) bind(channel string, chat int64, extra map[string]any) {
 	}
 }
 
+// calls counts the fake's calls of method ("": any) to chat (0: any) answered status (0: any).
 func (w *telegramWorld) calls(method string, chat int64, status int) int {
 	n := 0
 	for _, c := range w.fake.Calls() {
-		if strings.EqualFold(c.Method, method) && (chat == 0 || c.ChatID == chat) && (status == 0 || c.Status == status) {
+		if (method == "" || strings.EqualFold(c.Method, method)) && (chat == 0 || c.ChatID == chat) && (status == 0 || c.Status == status) {
 			n++
 		}
 	}
@@ -308,4 +309,43 @@ func TestTelegram_WebhookInbound(t *testing.T) {
 		resp.Body.Close()
 	}
 	w.quiet(time.Second)
+}
+
+// A preview refused with retry_after pauses the display instead of ending it (edge-api §7.2:
+// edits stretch): the first preview's sendMessage and a later edit are answered 429, and the
+// message still comes to show the whole streamed text before the final arrives, with no call
+// before retry_after.
+func TestTelegram_PreviewRateLimitedPausesNotEnds(t *testing.T) {
+	w := newTelegramWorld(t, func(c *node.Config) { c.EditInterval = 100 * time.Millisecond })
+	alice := w.fake.AddUser("Alice")
+	chat := w.fake.AddChat("private", "", alice.ID)
+	w.bind("tgp", chat, map[string]any{"streaming": "edit", "edits_per_minute": 600, "first_preview_words": 0})
+	w.fake.FailNext("sendMessage", 1, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
+	var text strings.Builder
+	for i := 1; i <= 30; i++ {
+		part := fmt.Sprintf("w%d ", i)
+		text.WriteString(part)
+		w.sendTo("tgp", profile.TypeDelta, delta("m_pause", i, part))
+		if i == 15 {
+			w.fake.FailNext("editMessageText", 1, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	streamed := strings.TrimSpace(text.String())
+	poll(t, "the preview shows the whole streamed text before the final", func() bool {
+		m := w.fake.Messages(chat)
+		return len(m) == 1 && m[0].Text == streamed
+	})
+	if n := w.calls("", chat, http.StatusTooManyRequests); n != 2 {
+		t.Fatalf("%d calls answered 429, want the two injected", n)
+	}
+	if n := w.fake.EarlyCalls(); n != 0 {
+		t.Fatalf("%d calls before retry_after", n)
+	}
+	if a := w.ackOf(w.sendTo("tgp", profile.TypeMessage, msg("m_pause", streamed+" end."))); a.Status != profile.AckAccepted {
+		t.Fatalf("final: %+v", a)
+	}
+	if m := w.fake.Messages(chat); len(m) != 1 || m[0].Text != streamed+" end." {
+		t.Fatalf("the chat shows %+v, want one message with the final text", m)
+	}
 }
