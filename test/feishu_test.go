@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/ximd/ximd/handlers/target/feishu/feishutest"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/faultkit"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -168,34 +166,16 @@ func TestFeishu_KillNineBetweenIntentAndOutcome(t *testing.T) {
 	t.Cleanup(fake.Close)
 	app := fake.AddApp("cli_kill", "kill-app-secret", "ximd bot")
 	chat := fake.AddChat("p2p", "bob", fake.AddUser("Bob"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	x := startAllInOne(t, ctx, "feishu", "XIM_TARGET_RETRY_BUDGET=30s")
-	n := x.node
-	if status, body, err := openFeishu(n, "fk", feishuConfig(fake, app, chat, map[string]any{"streaming": "none"})); err != nil || status != 200 {
-		t.Fatalf("PUT feishu channel: %d %s %v", status, body, err)
-	}
-	ag := x.agent(t)
-	defer ag.close()
-	a := ag.conn(ctx)
-	fake.Hang(feishutest.RouteMessages, time.Minute) // applied, never answered
-	if _, err := a.Send(ctx, "fk", profile.TypeMessage, msg("m_doubt", "shown exactly once")); err != nil {
-		t.Fatal(err)
-	}
-	if !faultkit.Poll(20*time.Second, func() bool { return len(fake.Messages(chat)) == 1 }) {
-		t.Fatalf("the send never reached Feishu\n%s", x.LogTail(20))
-	}
-	if err := x.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	fake.Hang(feishutest.RouteMessages, 0)
-	if err := x.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if status := ag.answer(ctx, "fk", "m_doubt", "shown exactly once", false); status != profile.AckAccepted && status != profile.AckDuplicate {
-		t.Fatalf("the final after the restart: %s, want accepted", status)
-	}
-	if shown := fake.Messages(chat); len(shown) != 1 || shown[0].Text != "shown exactly once" {
-		t.Fatalf("the chat shows %d messages: %+v", len(shown), shown)
-	}
+	killBetweenIntentAndOutcome(t, "feishu", inDoubtPlatform{
+		bind: func(n *testkit.Node) (int, []byte, error) {
+			return openFeishu(n, "kd", feishuConfig(fake, app, chat, map[string]any{"streaming": "none"}))
+		},
+		hang: func(on bool) { fake.Hang(feishutest.RouteMessages, held(on)) },
+		shown: func() (texts []string) {
+			for _, m := range fake.Messages(chat) {
+				texts = append(texts, m.Text)
+			}
+			return texts
+		},
+	})
 }

@@ -261,6 +261,48 @@ func (p *allInOne) agent(t *testing.T) *faultAgent {
 	return &faultAgent{t: t, addr: p.node.Addr, token: p.node.Token, heard: map[string]int{}}
 }
 
+// inDoubtPlatform is a platform fake as the kill-between-intent-and-outcome test drives it.
+type inDoubtPlatform struct {
+	bind  func(n *testkit.Node) (int, []byte, error) // binds channel "kd" with streaming none
+	hang  func(on bool)                              // the send applied, its answer held
+	shown func() []string                            // the texts of the bot's messages
+}
+
+// killBetweenIntentAndOutcome: an all-in-one ximd sends a direct final, the platform applies it
+// and holds the answer, ximd is killed (-9) and restarted; the retransmitted final must be
+// accepted and the chat show exactly one message, with its text.
+func killBetweenIntentAndOutcome(t *testing.T, name string, p inDoubtPlatform) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x := startAllInOne(t, ctx, name, "XIM_TARGET_RETRY_BUDGET=30s")
+	if status, body, err := p.bind(x.node); err != nil || status != 200 {
+		t.Fatalf("PUT %s channel: %d %s %v", name, status, body, err)
+	}
+	ag := x.agent(t)
+	defer ag.close()
+	p.hang(true)
+	if _, err := ag.conn(ctx).Send(ctx, "kd", profile.TypeMessage, msg("m_doubt", "shown exactly once")); err != nil {
+		t.Fatal(err)
+	}
+	if !faultkit.Poll(20*time.Second, func() bool { return len(p.shown()) == 1 }) {
+		t.Fatalf("the send never reached %s\n%s", name, x.LogTail(20))
+	}
+	if err := x.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.hang(false)
+	if err := x.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if status := ag.answer(ctx, "kd", "m_doubt", "shown exactly once", false); status != profile.AckAccepted && status != profile.AckDuplicate {
+		t.Fatalf("the final after the restart: %s, want accepted", status)
+	}
+	if shown := p.shown(); len(shown) != 1 || shown[0] != "shown exactly once" {
+		t.Fatalf("the chat shows %q, want the final once", shown)
+	}
+}
+
 // faultAgent plays xAgent over reconnecting WebSockets: it answers with finals until each is
 // acked, and acks every user message it hears.
 type faultAgent struct {
@@ -417,4 +459,13 @@ func (g *faultAgent) heardAll(want map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// held is how long a platform fake holds an applied call's answer: a minute (past the call's
+// timeout) while on, not at all after.
+func held(on bool) time.Duration {
+	if on {
+		return time.Minute
+	}
+	return 0
 }

@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/ximd/ximd/handlers/target/slack/slacktest"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/faultkit"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -179,43 +177,18 @@ func TestSlack_KillNineBetweenIntentAndOutcome(t *testing.T) {
 	t.Cleanup(fake.Close)
 	bot := fake.AddBot("ximd")
 	dm := fake.AddChannel("im", "carol", fake.AddUser("Carol"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	x := startAllInOne(t, ctx, "slack", "XIM_TARGET_RETRY_BUDGET=30s")
-	n := x.node
-	if status, body, err := openSlack(n, "sk", slackConfig(fake, bot, dm, "", map[string]any{"streaming": "none"})); err != nil || status != 200 {
-		t.Fatalf("PUT slack channel: %d %s %v", status, body, err)
-	}
-	ag := x.agent(t)
-	defer ag.close()
-	a := ag.conn(ctx)
-	fake.Hang("chat.postMessage", time.Minute) // applied, never answered
-	if _, err := a.Send(ctx, "sk", profile.TypeMessage, msg("m_doubt", "shown exactly once")); err != nil {
-		t.Fatal(err)
-	}
-	bots := func() int {
-		k := 0
-		for _, m := range fake.Messages(dm) {
-			if m.BotID == bot.BotID {
-				k++
+	killBetweenIntentAndOutcome(t, "slack", inDoubtPlatform{
+		bind: func(n *testkit.Node) (int, []byte, error) {
+			return openSlack(n, "kd", slackConfig(fake, bot, dm, "", map[string]any{"streaming": "none"}))
+		},
+		hang: func(on bool) { fake.Hang("chat.postMessage", held(on)) },
+		shown: func() (texts []string) {
+			for _, m := range fake.Messages(dm) {
+				if m.BotID == bot.BotID {
+					texts = append(texts, m.Text)
+				}
 			}
-		}
-		return k
-	}
-	if !faultkit.Poll(20*time.Second, func() bool { return bots() == 1 }) {
-		t.Fatalf("the post never reached Slack\n%s", x.LogTail(20))
-	}
-	if err := x.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	fake.Hang("chat.postMessage", 0)
-	if err := x.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if status := ag.answer(ctx, "sk", "m_doubt", "shown exactly once", false); status != profile.AckAccepted && status != profile.AckDuplicate {
-		t.Fatalf("the final after the restart: %s, want accepted", status)
-	}
-	if k := bots(); k != 1 {
-		t.Fatalf("the conversation shows %d messages of the bot, want 1", k)
-	}
+			return texts
+		},
+	})
 }
