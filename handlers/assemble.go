@@ -557,13 +557,36 @@ func (a *Assembler) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
+	renew := time.NewTicker(time.Second)
+	defer renew.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 			a.expire(time.Now().Add(-a.cfg.TTL))
+		case now := <-renew.C:
+			a.renewPreviews(now)
 		}
+	}
+}
+
+// renewPreviews shows again the draft previews that would expire by themselves
+// (Capabilities.PreviewRenewal) while their message waits for more deltas.
+func (a *Assembler) renewPreviews(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, buf := range a.buffers {
+		if buf.draft == nil {
+			continue
+		}
+		renewal := buf.bind.Target.Capabilities().PreviewRenewal
+		buf.mu.Lock()
+		if renewal > 0 && buf.drafted && !buf.broken && !buf.running && now.Sub(buf.lastCall) >= renewal {
+			buf.shown = -1 // the same text, shown again
+			a.kick(buf)
+		}
+		buf.mu.Unlock()
 	}
 }
 

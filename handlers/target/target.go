@@ -106,6 +106,10 @@ type Capabilities struct {
 	// ActivityRenewal is how often a shown status is shown again because the platform's
 	// indicator expires by itself (Telegram's typing after 5 s); 0: it stays until cleared.
 	ActivityRenewal time.Duration `json:"-"`
+	// PreviewRenewal: a draft preview ([Drafter]) expires by itself (Telegram's after 30 s), so
+	// while its message waits for more deltas it is shown again after this long without a
+	// change; 0: it stays.
+	PreviewRenewal time.Duration `json:"-"`
 }
 
 // PreviewReady reports whether a streamed text may be shown for the first time

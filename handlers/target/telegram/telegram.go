@@ -71,6 +71,9 @@ const (
 	MaxPhotoUpload = 10 << 20
 	// PollTimeout is how long one getUpdates long poll waits for news.
 	PollTimeout = 25 * time.Second
+	// DraftRenewal: a draft is a 30-second preview; while an answer pauses, its draft is sent
+	// again this long after the last one.
+	DraftRenewal = 20 * time.Second
 )
 
 // Options configure the adapter.
@@ -415,9 +418,12 @@ var (
 func (t *Target) Capabilities() target.Capabilities {
 	c := target.Capabilities{Streaming: t.cfg.streaming, Activity: t.cfg.activity, Reply: target.ReplyNative,
 		InDoubt: target.InDoubtUnknown, MaxTextLength: MaxTextLength, FirstPreviewWords: t.cfg.firstWords, ActivityRenewal: TypingRenewal}
-	if t.cfg.streaming == target.StreamingEdit {
+	switch t.cfg.streaming {
+	case target.StreamingEdit:
 		c.InDoubt = target.InDoubtEdit
 		c.MinEditInterval = t.cfg.interval()
+	case target.StreamingDraft:
+		c.PreviewRenewal = DraftRenewal
 	}
 	return c
 }
