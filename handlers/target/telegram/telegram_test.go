@@ -222,3 +222,19 @@ func TestPoll_TooLargeFileIsNamedNotLost(t *testing.T) {
 		t.Fatalf("user messages %+v", m)
 	}
 }
+
+// One getUpdates loop per bot: the chats of one token share a poll key (never the token itself),
+// another token has its own, and a chat taking updates by webhook is not polled.
+func TestPollKey_OnePerBotNoneForWebhook(t *testing.T) {
+	a := telegram.New(telegram.Options{})
+	ch := func(cfg string) target.Channel {
+		return target.Channel{ID: "c", Target: target.Binding{Adapter: telegram.Name, Config: json.RawMessage(cfg)}}
+	}
+	k1 := a.PollKey(ch(`{"token":"1:SECRET","chat_id":5}`))
+	k2 := a.PollKey(ch(`{"token":"1:SECRET","chat_id":-6,"streaming":"edit"}`))
+	k3 := a.PollKey(ch(`{"token":"2:SECRET","chat_id":5}`))
+	hook := a.PollKey(ch(`{"token":"1:SECRET","chat_id":5,"inbound":"webhook","webhook_secret":"abcdefghijklmnopq"}`))
+	if k1 == "" || k1 != k2 || k1 == k3 || hook != "" || strings.Contains(k1, "SECRET") || strings.ContainsAny(k1, " :/*>") {
+		t.Fatalf("poll keys %q %q %q %q", k1, k2, k3, hook)
+	}
+}
