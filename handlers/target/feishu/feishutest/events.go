@@ -216,23 +216,22 @@ func (s *Server) Duplicate(eventID string) string {
 
 // startDeliveryLocked starts a deliverer for an event unless the server closes. s.mu is held.
 func (s *Server) startDeliveryLocked(ev *eventState) {
-	if s.isClosing() {
+	if s.life.IsClosing() {
 		return
 	}
-	s.wg.Add(1)
-	go s.deliver(ev, s.retry)
+	retry := s.retry
+	s.life.Go(func() { s.deliver(ev, retry) })
 }
 
 // deliver POSTs an event until an attempt is answered HTTP 200 in time, retrying after each
 // interval of the schedule; it gives up after the last, when the app's URL is removed, or
 // when the server closes.
 func (s *Server) deliver(ev *eventState, retry EventRetry) {
-	defer s.wg.Done()
 	for attempt := 0; attempt <= len(retry.Intervals); attempt++ {
 		if attempt > 0 {
-			s.sleep(s.ctx, retry.Intervals[attempt-1])
+			s.life.Sleep(s.life.Context(), retry.Intervals[attempt-1])
 		}
-		if s.isClosing() {
+		if s.life.IsClosing() {
 			return
 		}
 		s.mu.Lock()
@@ -313,7 +312,7 @@ func (s *Server) postHook(hook eventHook, plain []byte, timeout time.Duration, n
 			return 0, nil, fmt.Errorf("encode encrypted body: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	ctx, cancel := context.WithTimeout(s.life.Context(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.url, bytes.NewReader(body))
 	if err != nil {

@@ -165,8 +165,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { _, _ = io.Copy(io.Discard, r.Body) }() // let the connection be reused
 
 	s.mu.Lock()
-	idx := len(s.calls)
-	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, At: s.Now()})
+	idx := s.calls.Add(Call{Method: r.Method, Path: r.URL.Path, At: s.Now()})
 	var e *apiError
 	var app *appState
 	hang := time.Duration(0)
@@ -178,17 +177,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// "Generic error codes": 99991201 resource not find, "request path error (404)".
 		e = &apiError{status: http.StatusNotFound, code: 99991201, msg: "resource not find"}
 	default:
-		s.calls[idx].Route = rt.pattern
+		s.calls.At(idx).Route = rt.pattern
 		if !rt.noAuth {
 			app, e = s.authLocked(r)
 			if app != nil {
-				s.calls[idx].AppID = app.ID
+				s.calls.At(idx).AppID = app.ID
 			}
 		}
 		if e == nil {
 			e = s.preflightLocked(idx, rt, app, params)
 		}
-		hang = s.hangLocked(rt.pattern)
+		hang = s.hangs.OfPrefix(rt.pattern)
 	}
 	s.mu.Unlock()
 
@@ -197,7 +196,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		q := &request{ctx: r.Context(), r: r, app: app, params: params, body: body, rt: rt}
 		result, e = rt.fn(s, q)
 		if hang > 0 {
-			s.sleep(r.Context(), hang)
+			s.life.Sleep(r.Context(), hang)
 		}
 	}
 	status, code := 0, 0
@@ -205,19 +204,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		status, code = writeAnswer(w, result, e)
 	}
 	s.mu.Lock()
-	s.calls[idx].Status, s.calls[idx].Code = status, code
+	c := s.calls.At(idx)
+	c.Status, c.Code = status, code
 	s.mu.Unlock()
-}
-
-// hangLocked returns the hold time for a route: the longest matching Hang prefix. s.mu is held.
-func (s *Server) hangLocked(pattern string) time.Duration {
-	best, d := -1, time.Duration(0)
-	for prefix, hd := range s.hangs {
-		if strings.HasPrefix(pattern, prefix) && len(prefix) > best {
-			best, d = len(prefix), hd
-		}
-	}
-	return d
 }
 
 // authLocked checks the Authorization header ("Generic error codes" 99991661, 99991671,

@@ -32,12 +32,6 @@ func TestUseLogNeed(t *testing.T) {
 	if len(u.at) != 1 {
 		t.Fatalf("kept %d entries older than a minute", len(u.at)-1)
 	}
-	if got := resetSeconds(1500 * time.Millisecond); got != 2 {
-		t.Fatalf("resetSeconds(1.5s) = %d, want 2", got)
-	}
-	if got := resetSeconds(time.Millisecond); got != 1 {
-		t.Fatalf("resetSeconds(1ms) = %d, want 1", got)
-	}
 }
 
 func TestParseCard(t *testing.T) {

@@ -1,11 +1,12 @@
 package feishutest
 
 import (
-	"math"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // scopeKey names a rate limit: an app's use of one API (kind "app", a = app_id, b = route
@@ -14,12 +15,6 @@ type scopeKey struct{ kind, a, b string }
 
 func appScope(appID, pattern string) scopeKey { return scopeKey{kind: "app", a: appID, b: pattern} }
 func cardScope(cardID string) scopeKey        { return scopeKey{kind: "card", a: cardID} }
-
-// window is a running frequency-limit reset the fake gave.
-type window struct {
-	until time.Time
-	limit int // the x-ogw-ratelimit-limit it gave
-}
 
 // useLog is the times of the calls a limit counted, oldest first.
 type useLog struct{ at []time.Time }
@@ -43,17 +38,12 @@ func (u *useLog) add(now time.Time, keep time.Duration) {
 	u.at = append(u.at[i:], now)
 }
 
-// resetSeconds rounds a wait up to whole seconds, at least 1.
-func resetSeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
-
 // openWindowLocked starts a reset window of n seconds for a limit, unless a longer one runs.
 // s.mu is held.
 func (s *Server) openWindowLocked(k scopeKey, now time.Time, n, limit int) {
-	end := now.Add(time.Duration(n) * time.Second)
-	if w, ok := s.windows[k]; ok && !end.After(w.until) {
-		return
+	if s.windows.Open(k, now, n) {
+		s.winLimits[k] = limit
 	}
-	s.windows[k] = window{until: end, limit: limit}
 }
 
 // preflightLocked sets the call's Early flag and answers, in this order, an injected fault, a
@@ -71,14 +61,14 @@ func (s *Server) preflightLocked(idx int, rt *route, app *appState, params map[s
 	if cardID != "" {
 		scopes = append(scopes, cardScope(cardID))
 	}
-	var running window
+	var left time.Duration // of the window that runs longest, and the limit it gave
+	var limit int
 	for _, k := range scopes {
-		if w, ok := s.windows[k]; ok && now.Before(w.until) && w.until.After(running.until) {
-			running = w
+		if l := s.windows.Left(k, now); l > left {
+			left, limit = l, s.winLimits[k]
 		}
 	}
-	early := !running.until.IsZero()
-	s.calls[idx].Early = early
+	s.calls.At(idx).Early = left > 0
 
 	if f := s.popFaultLocked(rt.pattern); f != nil {
 		e := &apiError{status: f.status, code: f.code, msg: f.msg}
@@ -91,8 +81,8 @@ func (s *Server) preflightLocked(idx int, rt *route, app *appState, params map[s
 		}
 		return e
 	}
-	if early {
-		return frequencyLimit(running.limit, resetSeconds(running.until.Sub(now)))
+	if left > 0 {
+		return frequencyLimit(limit, fakekit.Seconds(left))
 	}
 	// "Streaming card updates": in streaming mode, card and element calls "do not trigger the
 	// API frequency limit (QPS)"; the per-card limit still applies.
@@ -137,7 +127,7 @@ func (s *Server) spendAppLocked(app *appState, pattern string, now time.Time) *a
 		wait, limit = w, l.AppPerMinute
 	}
 	if wait > 0 {
-		n := resetSeconds(wait)
+		n := fakekit.Seconds(wait)
 		s.openWindowLocked(k, now, n, limit)
 		return frequencyLimit(limit, n)
 	}
@@ -156,7 +146,7 @@ func (s *Server) spendCardLocked(cardID string, now time.Time) *apiError {
 	}
 	n := s.limits.CardPerSecond
 	if w := u.need(now, time.Second, n); w > 0 {
-		r := resetSeconds(w)
+		r := fakekit.Seconds(w)
 		s.openWindowLocked(cardScope(cardID), now, r, n)
 		return frequencyLimit(n, r)
 	}

@@ -1,26 +1,21 @@
 package feishutest
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // Server is a fake Feishu open platform. Its methods are safe for concurrent use.
 type Server struct {
-	ts        *httptest.Server
-	closing   chan struct{} // closed by Close: ends hung calls and event retries
-	closeOnce sync.Once
-	ctx       context.Context // cancelled by Close: event requests
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // event deliverers
-	hooks     *http.Client   // event and challenge requests
-	clock     atomic.Pointer[func() time.Time]
+	life  *fakekit.Lifecycle // closing ends hung calls and event retries; its context, event requests
+	hooks *http.Client       // event and challenge requests
+	clock fakekit.Clock
 
 	mu         sync.Mutex
 	tenantKey  string
@@ -37,14 +32,15 @@ type Server struct {
 	files      map[string]*storedFile // by image_key or file_key
 	events     map[string]*eventState
 	eventOrder []string
-	calls      []Call
+	calls      fakekit.Calls[Call]
 	faults     []fault
-	hangs      map[string]time.Duration // by route prefix
-	limits     Limits                   // resolved: no zero field
-	windows    map[scopeKey]window      // frequency-limit resets the fake gave
-	appUse     map[scopeKey]*useLog     // gateway limit per app and route
-	chatUse    map[string]*useLog       // message sends per chat
-	cardUse    map[string]*useLog       // operations per card entity
+	hangs      fakekit.Hangs             // by route prefix
+	limits     Limits                    // resolved: no zero field
+	windows    fakekit.Windows[scopeKey] // frequency-limit resets the fake gave
+	winLimits  map[scopeKey]int          // the x-ogw-ratelimit-limit each window gave
+	appUse     map[scopeKey]*useLog      // gateway limit per app and route
+	chatUse    map[string]*useLog        // message sends per chat
+	cardUse    map[string]*useLog        // operations per card entity
 	deliveries int
 	retry      EventRetry
 }
@@ -188,11 +184,7 @@ const DefaultTokenTTL = 2 * time.Hour
 
 // New starts a fake Feishu open platform on a loopback port.
 func New() *Server {
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		closing:   make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
 		tenantKey: randHex(16),
 		apps:      map[string]*appState{},
 		tokens:    map[string]*tokenState{},
@@ -203,76 +195,36 @@ func New() *Server {
 		cards:     map[string]*cardState{},
 		files:     map[string]*storedFile{},
 		events:    map[string]*eventState{},
-		hangs:     map[string]time.Duration{},
 		limits:    DefaultLimits,
-		windows:   map[scopeKey]window{},
+		winLimits: map[scopeKey]int{},
 		appUse:    map[scopeKey]*useLog{},
 		chatUse:   map[string]*useLog{},
 		cardUse:   map[string]*useLog{},
 		retry:     DefaultEventRetry,
 		hooks:     newHookClient(),
 	}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.life = fakekit.NewLifecycle(httptest.NewServer(http.HandlerFunc(s.serveHTTP)))
 	return s
 }
 
 // URL is the base URL to give the adapter instead of https://open.feishu.cn, without a
 // trailing slash.
-func (s *Server) URL() string { return s.ts.URL }
+func (s *Server) URL() string { return s.life.URL() }
 
 // Close stops event delivery, ends hung calls and closes the listener. It is safe to call
 // more than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		s.mu.Lock() // a Post starting a deliverer either finishes first or sees closing
-		close(s.closing)
-		s.mu.Unlock()
-		s.cancel()
-		s.wg.Wait()
-		s.hooks.CloseIdleConnections()
-		s.ts.Close()
-	})
-}
-
-// isClosing reports whether Close has begun.
-func (s *Server) isClosing() bool {
-	select {
-	case <-s.closing:
-		return true
-	default:
-		return false
-	}
-}
-
-// sleep waits d, or until ctx ends or the server closes.
-func (s *Server) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.closing:
-	}
+	// A Post starting a deliverer either finishes first or sees closing.
+	s.life.Close(&s.mu, s.hooks.CloseIdleConnections)
 }
 
 // Now is the fake's clock: time.Now unless SetClock replaced it.
-func (s *Server) Now() time.Time {
-	if f := s.clock.Load(); f != nil {
-		return (*f)()
-	}
-	return time.Now()
-}
+func (s *Server) Now() time.Time { return s.clock.Now() }
 
 // SetClock replaces the clock used for token expiry, uuid deduplication, rate limits, card
 // expiry and streaming timeout, and timestamps; nil restores time.Now. Hang and event
 // retries run on real time.
-func (s *Server) SetClock(now func() time.Time) {
-	if now == nil {
-		s.clock.Store(nil)
-		return
-	}
-	s.clock.Store(&now)
-}
+func (s *Server) SetClock(now func() time.Time) { s.clock.Set(now) }
 
 // SetTokenTTL sets the lifetime of tenant_access_tokens issued from now on; d <= 0 restores
 // DefaultTokenTTL. A token is reused while at least a quarter of the lifetime is left (30
@@ -412,31 +364,21 @@ func (s *Server) FailNext(path string, n, status, code int, msg string, resetSec
 func (s *Server) Hang(path string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d <= 0 {
-		delete(s.hangs, path)
-		return
-	}
-	s.hangs[path] = d
+	s.hangs.Set(path, d)
 }
 
 // Calls returns every request so far, in order of arrival.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
+	return s.calls.All()
 }
 
 // EarlyCalls counts the calls made while a frequency-limit reset the fake gave was running.
 func (s *Server) EarlyCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.calls {
-		if c.Early {
-			n++
-		}
-	}
-	return n
+	return s.calls.Count(func(c Call) bool { return c.Early })
 }
 
 // EventDeliveries counts event POST attempts, failed ones included (not Challenge).

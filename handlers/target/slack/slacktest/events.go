@@ -196,19 +196,15 @@ func (s *Server) Redeliver(eventID string) {
 // startDeliveryLocked starts a deliverer for an event unless the server is closing. s.mu is
 // held.
 func (s *Server) startDeliveryLocked(ev *eventState, reason string) {
-	select {
-	case <-s.closing:
+	if s.life.IsClosing() {
 		return
-	default:
 	}
-	s.wg.Add(1)
-	go s.deliver(ev, reason)
+	s.life.Go(func() { s.deliver(ev, reason) })
 }
 
 // deliver tries an event, then retries it after the Timing.Retries waits until it is
 // acknowledged, the retries run out, the receiver asks for no retry or the server closes.
 func (s *Server) deliver(ev *eventState, reason string) {
-	defer s.wg.Done()
 	s.mu.Lock()
 	retries := append([]time.Duration(nil), s.timing.Retries...)
 	s.mu.Unlock()
@@ -221,7 +217,7 @@ func (s *Server) deliver(ev *eventState, reason string) {
 		t := time.NewTimer(retries[n])
 		select {
 		case <-t.C:
-		case <-s.closing:
+		case <-s.life.Closing():
 			t.Stop()
 			return
 		}
@@ -235,7 +231,7 @@ func (s *Server) attempt(ev *eventState, reason string) (ok bool, why string, st
 	for {
 		s.mu.Lock()
 		select {
-		case <-s.closing:
+		case <-s.life.Closing():
 			s.mu.Unlock()
 			return false, "", true
 		default:
@@ -251,7 +247,7 @@ func (s *Server) attempt(ev *eventState, reason string) (ok bool, why string, st
 		s.mu.Unlock()
 		select {
 		case <-wake:
-		case <-s.closing:
+		case <-s.life.Closing():
 			return false, "", true
 		}
 	}
@@ -278,7 +274,7 @@ func (s *Server) attemptSocket(ev *eventState, c *sockConn, reason string) (bool
 	s.mu.Unlock()
 
 	b, _ := json.Marshal(env) // a map of strings, numbers and raw JSON
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	ctx, cancel := context.WithTimeout(s.life.Context(), timeout)
 	defer cancel()
 	_ = c.conn.Write(ctx, websocket.MessageText, b) // a failed write counts as unacknowledged
 	select {
@@ -296,7 +292,7 @@ func (s *Server) attemptSocket(ev *eventState, c *sockConn, reason string) (bool
 		return true, "", false
 	}
 	select {
-	case <-s.closing:
+	case <-s.life.Closing():
 		return false, "", true
 	default:
 	}
@@ -345,7 +341,7 @@ func (s *Server) attemptHTTP(ev *eventState, reason string) (bool, string, bool)
 		return false, "http_timeout", false
 	case err != nil:
 		select {
-		case <-s.closing:
+		case <-s.life.Closing():
 			return false, "", true
 		default:
 		}
@@ -365,7 +361,7 @@ func httpReason(r string) string {
 
 // post sends a signed Events API request and returns the answer's status and headers.
 func (s *Server) post(target, secret string, body []byte, hdr http.Header, timeout time.Duration) (int, http.Header, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	ctx, cancel := context.WithTimeout(s.life.Context(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -424,7 +420,7 @@ func (s *Server) UrlVerification() (challenge, answer string, err error) {
 	}
 	challenge = randAlnum(48)
 	body, _ := json.Marshal(map[string]string{"token": token, "challenge": challenge, "type": "url_verification"})
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	ctx, cancel := context.WithTimeout(s.life.Context(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {

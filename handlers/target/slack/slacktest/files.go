@@ -190,7 +190,7 @@ func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request, rest stri
 
 // urlPrivate is a file's url_private on the fake.
 func (s *Server) urlPrivate(f *fileState) string {
-	return s.ts.URL + "/files-pri/" + s.teamID + "-" + f.id + "/" + url.PathEscape(f.name)
+	return s.life.URL() + "/files-pri/" + s.teamID + "-" + f.id + "/" + url.PathEscape(f.name)
 }
 
 // wireFile renders a file object. s.mu is held.
@@ -209,7 +209,7 @@ func (s *Server) wireFile(f *fileState) map[string]any {
 		"mode":                 "hosted",
 		"is_external":          false,
 		"url_private":          s.urlPrivate(f),
-		"url_private_download": s.ts.URL + "/files-pri/" + s.teamID + "-" + f.id + "/download/" + url.PathEscape(f.name),
+		"url_private_download": s.life.URL() + "/files-pri/" + s.teamID + "-" + f.id + "/download/" + url.PathEscape(f.name),
 	}
 }
 

@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // Size caps of request bodies.
@@ -105,9 +106,7 @@ func (s *Server) FailNext(method string, n int, slackError string, httpStatus in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range n {
-		s.faults[method] = append(s.faults[method], fault{err: slackError, status: httpStatus, retryAfter: retryAfter})
-	}
+	s.faults.FailNext(method, n, fault{err: slackError, status: httpStatus, retryAfter: retryAfter})
 }
 
 // Hang makes calls of method hold their answer for d after they were applied, or until the
@@ -116,31 +115,21 @@ func (s *Server) FailNext(method string, n int, slackError string, httpStatus in
 func (s *Server) Hang(method string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d <= 0 {
-		delete(s.hangs, method)
-		return
-	}
-	s.hangs[method] = d
+	s.hangs.Set(method, d)
 }
 
 // Calls returns every Web API call so far, in order of arrival.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
+	return s.calls.All()
 }
 
 // EarlyCalls counts the calls made while a Retry-After given for their budget was running.
 func (s *Server) EarlyCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.calls {
-		if c.Early {
-			n++
-		}
-	}
-	return n
+	return s.calls.Count(func(c Call) bool { return c.Early })
 }
 
 // serveHTTP routes the Web API, the Socket Mode link, uploads and file downloads.
@@ -179,34 +168,33 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, name string
 	spec, known := methods[name]
 
 	s.mu.Lock()
-	idx := len(s.calls)
-	s.calls = append(s.calls, Call{Method: name, Channel: channel, At: s.Now()})
+	idx := s.calls.Add(Call{Method: name, Channel: channel, At: s.Now()})
 	b := s.tokens[token]
 	var hdr http.Header
 	ans, status := s.preflightLocked(idx, token, b, spec, known, name, channel, perr)
-	if ra := s.calls[idx].retryAfter; ra > 0 {
+	if ra := s.calls.At(idx).retryAfter; ra > 0 {
 		hdr = http.Header{"Retry-After": {strconv.Itoa(ra)}}
 	}
-	hang := s.hangs[name]
+	hang := s.hangs.Of(name)
 	s.mu.Unlock()
 
 	applied := false
 	if status == 0 {
-		q := &request{ctx: r.Context(), bot: b, p: p, base: s.ts.URL}
+		q := &request{ctx: r.Context(), bot: b, p: p, base: s.life.URL()}
 		ans = spec.fn(s, q)
 		status = http.StatusOK
 		applied = true
 	}
 	if applied && hang > 0 {
-		s.sleep(r.Context(), hang)
+		s.life.Sleep(r.Context(), hang)
 	}
 	wrote := 0
 	if r.Context().Err() == nil {
 		wrote = writeAnswer(w, status, hdr, ans)
 	}
 	s.mu.Lock()
-	s.calls[idx].Status = wrote
-	s.calls[idx].Error = ans.err
+	c := s.calls.At(idx)
+	c.Status, c.Error = wrote, ans.err
 	s.mu.Unlock()
 }
 
@@ -235,28 +223,26 @@ func (s *Server) preflightLocked(idx int, token string, b *botState, spec method
 	if spec.class == perChannel {
 		key.channel = channel
 	}
-	bg := s.budgetLocked(key)
-	early := now.Before(bg.until)
-	s.calls[idx].Early = early
-	if fs := s.faults[name]; len(fs) > 0 {
-		f := fs[0]
-		s.faults[name] = fs[1:]
+	call := s.calls.At(idx)
+	left := s.windows.Left(key, now)
+	call.Early = left > 0
+	if f, ok := s.faults.Take(name); ok {
 		if f.retryAfter > 0 {
-			s.calls[idx].retryAfter = f.retryAfter
+			call.retryAfter = f.retryAfter
 			if f.status == http.StatusTooManyRequests {
-				bg.block(now, f.retryAfter)
+				s.windows.Open(key, now, f.retryAfter)
 			}
 		}
 		return errAnswer(f.err), f.status
 	}
-	if early {
-		s.calls[idx].retryAfter = retryAfterSeconds(bg.until.Sub(now))
+	if left > 0 {
+		call.retryAfter = fakekit.Seconds(left)
 		return errAnswer("ratelimited"), http.StatusTooManyRequests
 	}
-	if wait := s.spendLocked(bg, spec.class, now); wait > 0 {
-		n := retryAfterSeconds(wait)
-		bg.block(now, n)
-		s.calls[idx].retryAfter = n
+	if wait := s.spendLocked(s.budgetLocked(key), spec.class, now); wait > 0 {
+		n := fakekit.Seconds(wait)
+		s.windows.Open(key, now, n)
+		call.retryAfter = n
 		return errAnswer("ratelimited"), http.StatusTooManyRequests
 	}
 	return answer{}, 0
@@ -281,17 +267,6 @@ func writeAnswer(w http.ResponseWriter, status int, hdr http.Header, a answer) i
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body) // the client may be gone
 	return status
-}
-
-// sleep waits d, or until ctx ends or the server closes.
-func (s *Server) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.closing:
-	}
 }
 
 // bearer returns the token of an "Authorization: Bearer" header.
@@ -356,9 +331,4 @@ func parseParams(r *http.Request) (p map[string]string, isJSON bool, perr string
 		}
 	}
 	return p, false, ""
-}
-
-// retryAfterSeconds rounds a wait up to whole seconds, at least 1.
-func retryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
 }

@@ -69,14 +69,6 @@ type budget struct {
 	tokens  float64
 	last    time.Time
 	started bool
-	until   time.Time // end of the Retry-After window last given
-}
-
-// block starts a Retry-After window of n seconds from now, unless a longer one runs.
-func (bg *budget) block(now time.Time, n int) {
-	if end := now.Add(time.Duration(n) * time.Second); end.After(bg.until) {
-		bg.until = end
-	}
 }
 
 func (s *Server) budgetLocked(k budgetKey) *budget {

@@ -1,7 +1,6 @@
 package slacktest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -9,21 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // Server is a fake Slack workspace: the Web API, Socket Mode and the Events API. Its methods
 // are safe for concurrent use.
 type Server struct {
-	ts         *httptest.Server
-	closing    chan struct{} // closed by Close
-	closeOnce  sync.Once
-	ctx        context.Context // cancelled by Close: deliveries, sockets, hung calls
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup // deliverers, sockets, pingers
+	life       *fakekit.Lifecycle // its context ends deliveries and sockets; it waits for deliverers, sockets, pingers
 	hookClient *http.Client
-	clock      atomic.Pointer[func() time.Time]
+	clock      fakekit.Clock
 
 	mu          sync.Mutex
 	teamID      string
@@ -37,12 +32,13 @@ type Server struct {
 	tickets     map[string]*botState     // Socket Mode tickets not yet used
 	events      map[string][]*eventState // by event_id, one per app that gets the event
 	envelopes   map[string]*eventState   // by envelope_id
-	calls       []Call
-	faults      map[string][]fault
-	hangs       map[string]time.Duration
-	limits      Limits // resolved: no zero field
+	calls       fakekit.Calls[Call]
+	faults      fakekit.Faults[fault] // by method
+	hangs       fakekit.Hangs         // by method
+	limits      Limits                // resolved: no zero field
 	budgets     map[budgetKey]*budget
-	timing      Timing // resolved: no zero field
+	windows     fakekit.Windows[budgetKey] // Retry-After windows given
+	timing      Timing                     // resolved: no zero field
 	eventURL    string
 	eventSecret string
 	socketMode  bool
@@ -183,11 +179,7 @@ type msgState struct {
 
 // New starts a fake Slack on a loopback port, with one workspace.
 func New() *Server {
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		closing:    make(chan struct{}),
-		ctx:        ctx,
-		cancel:     cancel,
 		hookClient: &http.Client{},
 		teamID:     "T" + randID(10),
 		teamDomain: "ximd-test",
@@ -199,19 +191,17 @@ func New() *Server {
 		tickets:    map[string]*botState{},
 		events:     map[string][]*eventState{},
 		envelopes:  map[string]*eventState{},
-		faults:     map[string][]fault{},
-		hangs:      map[string]time.Duration{},
 		limits:     DefaultLimits,
 		budgets:    map[budgetKey]*budget{},
 		timing:     DefaultTiming,
 		route:      make(chan struct{}),
 	}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.life = fakekit.NewLifecycle(httptest.NewServer(http.HandlerFunc(s.serveHTTP)))
 	return s
 }
 
 // URL is the Web API base to give slack-go as slack.OptionAPIURL; it ends with "/api/".
-func (s *Server) URL() string { return s.ts.URL + "/api/" }
+func (s *Server) URL() string { return s.life.URL() + "/api/" }
 
 // TeamID is the workspace id.
 func (s *Server) TeamID() string { return s.teamID }
@@ -219,33 +209,15 @@ func (s *Server) TeamID() string { return s.teamID }
 // Close stops event delivery, closes the Socket Mode connections, ends hung calls and closes
 // the listener. It is safe to call more than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		close(s.closing)
-		s.mu.Unlock()
-		s.cancel()
-		s.wg.Wait()
-		s.ts.Close()
-	})
+	s.life.Close(&s.mu)
 }
 
 // Now is the fake's clock: time.Now unless SetClock replaced it.
-func (s *Server) Now() time.Time {
-	if f := s.clock.Load(); f != nil {
-		return (*f)()
-	}
-	return time.Now()
-}
+func (s *Server) Now() time.Time { return s.clock.Now() }
 
 // SetClock replaces the clock used for ts values, Call.At, statuses and rate limits; nil
 // restores time.Now. Delivery timeouts, retries and Hang use real time.
-func (s *Server) SetClock(now func() time.Time) {
-	if now == nil {
-		s.clock.Store(nil)
-		return
-	}
-	s.clock.Store(&now)
-}
+func (s *Server) SetClock(now func() time.Time) { s.clock.Set(now) }
 
 // SetTiming replaces the delivery timing; a zero field means its default (DefaultTiming).
 func (s *Server) SetTiming(t Timing) {

@@ -54,7 +54,7 @@ func (s *Server) Disconnect(appToken, reason string) {
 		"debug_info": map[string]any{"host": "applink-fake"},
 	})
 	for _, c := range conns {
-		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		ctx, cancel := context.WithTimeout(s.life.Context(), time.Second)
 		_ = c.conn.Write(ctx, websocket.MessageText, msg) // the client may be gone
 		cancel()
 		_ = c.conn.Close(websocket.StatusNormalClosure, reason)
@@ -77,21 +77,17 @@ func (s *Server) serveLink(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	b := s.tickets[ticket]
 	delete(s.tickets, ticket)
-	closing := false
-	select {
-	case <-s.closing:
-		closing = true
-	default:
-	}
+	closing := s.life.IsClosing()
+	var done func()
 	if b != nil && !closing {
-		s.wg.Add(1)
+		done = s.life.Track()
 	}
 	s.mu.Unlock()
 	if b == nil || closing {
 		http.Error(w, "invalid ticket", http.StatusUnauthorized)
 		return
 	}
-	defer s.wg.Done()
+	defer done()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the client
@@ -112,7 +108,7 @@ func (s *Server) serveLink(w http.ResponseWriter, r *http.Request) {
 		},
 		"connection_info": map[string]any{"app_id": b.AppID},
 	})
-	if err := conn.Write(s.ctx, websocket.MessageText, hello); err != nil {
+	if err := conn.Write(s.life.Context(), websocket.MessageText, hello); err != nil {
 		_ = conn.CloseNow()
 		return
 	}
@@ -141,7 +137,7 @@ func (s *Server) serveLink(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readAcks(c *sockConn) {
 	defer close(c.stop)
 	for {
-		_, data, err := c.conn.Read(s.ctx)
+		_, data, err := c.conn.Read(s.life.Context())
 		if err != nil {
 			return
 		}
@@ -165,7 +161,7 @@ func (s *Server) pinger(c *sockConn, every time.Duration, done chan struct{}) {
 	for {
 		select {
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(s.ctx, every)
+			ctx, cancel := context.WithTimeout(s.life.Context(), every)
 			err := c.conn.Ping(ctx)
 			cancel()
 			if err != nil {

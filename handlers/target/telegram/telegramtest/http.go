@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // Size caps of request bodies ("Sending files": 50 MB for uploads other than photos).
@@ -97,11 +97,10 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, token, name
 	chatID, _ := p.int64("chat_id")
 
 	s.mu.Lock()
-	idx := len(s.calls)
-	s.calls = append(s.calls, Call{Method: method, ChatID: chatID, At: s.Now()})
+	idx := s.calls.Add(Call{Method: method, ChatID: chatID, At: s.Now()})
 	b := s.tokens[token]
 	e := s.preflightLocked(idx, token, b, known, key, chatID, perr)
-	hang := s.hangs[key]
+	hang := s.hangs.Of(key)
 	s.mu.Unlock()
 
 	var result any
@@ -111,7 +110,7 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, token, name
 		result, e = spec.fn(s, q)
 		desc = q.desc
 		if hang > 0 {
-			s.sleep(r.Context(), hang)
+			s.life.Sleep(r.Context(), hang)
 		}
 	}
 	status := 0
@@ -119,7 +118,7 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, token, name
 		status = writeAnswer(w, result, desc, e)
 	}
 	s.mu.Lock()
-	s.calls[idx].Status = status
+	s.calls.At(idx).Status = status
 	s.mu.Unlock()
 }
 
@@ -136,32 +135,19 @@ func (s *Server) preflightLocked(idx int, token string, b *botState, known bool,
 		return &apiError{code: http.StatusNotFound, desc: "Not Found"}
 	}
 	now := s.Now()
-	bg := s.budgets[budgetKey{bot: b.ID, chat: chatID}]
-	early := bg != nil && now.Before(bg.until)
-	s.calls[idx].Early = early
-	if fs := s.faults[key]; len(fs) > 0 {
-		f := fs[0]
-		s.faults[key] = fs[1:]
+	bk := budgetKey{bot: b.ID, chat: chatID}
+	left := s.windows.Left(bk, now)
+	s.calls.At(idx).Early = left > 0
+	if f, ok := s.faults.Take(key); ok {
 		if f.code == http.StatusTooManyRequests && f.retryAfter > 0 {
-			s.budgetLocked(b.ID, chatID).block(now, f.retryAfter)
+			s.windows.Open(bk, now, f.retryAfter)
 		}
 		return &apiError{code: f.code, desc: f.desc, retryAfter: f.retryAfter}
 	}
-	if early {
-		return tooManyRequests(retryAfterSeconds(bg.until.Sub(now)))
+	if left > 0 {
+		return tooManyRequests(fakekit.Seconds(left))
 	}
 	return perr
-}
-
-// sleep waits d, or until ctx ends or the server closes.
-func (s *Server) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.closing:
-	}
 }
 
 // serveDownload serves {URL}/file/bot<token>/<file_path> ("getFile": the link is
@@ -323,9 +309,4 @@ func tooManyRequests(retryAfter int) *apiError {
 		desc:       "Too Many Requests: retry after " + strconv.Itoa(retryAfter),
 		retryAfter: retryAfter,
 	}
-}
-
-// retryAfterSeconds rounds a wait up to whole seconds, at least 1.
-func retryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
 }

@@ -1,6 +1,10 @@
 package telegramtest
 
-import "time"
+import (
+	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
+)
 
 // budgetClass is what a call spends.
 type budgetClass int
@@ -20,14 +24,6 @@ type budget struct {
 	eph   bucket      // drafts and chat actions: Limits.EphemeralPerSecond
 	group []time.Time // sends and edits in a group over the last minute
 	edits []time.Time // edits over the last minute
-	until time.Time   // end of the retry_after window last given
-}
-
-// block starts a retry_after window of n seconds from now, unless a longer one runs.
-func (bg *budget) block(now time.Time, n int) {
-	if end := now.Add(time.Duration(n) * time.Second); end.After(bg.until) {
-		bg.until = end
-	}
 }
 
 // budgetLocked returns the budget of a bot in a chat. s.mu is held.
@@ -63,8 +59,8 @@ func (s *Server) spendLocked(b *botState, ch *chatState, class budgetClass) *api
 		wait = max(wait, bg.eph.need(now, rate, rate))
 	}
 	if wait > 0 {
-		n := retryAfterSeconds(wait)
-		bg.block(now, n)
+		n := fakekit.Seconds(wait)
+		s.windows.Open(budgetKey{bot: b.ID, chat: ch.id}, now, n)
 		return tooManyRequests(n)
 	}
 	switch class {

@@ -1,7 +1,6 @@
 package telegramtest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -9,20 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ximd/ximd/handlers/target/internal/fakekit"
 )
 
 // Server is a fake Bot API server. Its methods are safe for concurrent use.
 type Server struct {
-	ts         *httptest.Server
-	closing    chan struct{} // closed by Close: ends long polls, hung calls, deliverers
-	closeOnce  sync.Once
-	ctx        context.Context // cancelled by Close: webhook requests
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup // webhook deliverers
+	life       *fakekit.Lifecycle // closing ends long polls, hung calls, deliverers; its context, webhook requests
 	hookClient *http.Client
-	clock      atomic.Pointer[func() time.Time]
+	clock      fakekit.Clock
 
 	mu         sync.Mutex
 	bots       map[int64]*botState
@@ -31,11 +26,12 @@ type Server struct {
 	chats      map[int64]*chatState
 	files      map[string]*storedFile // by file_id
 	paths      map[string]*storedFile // by file_path, once getFile gave one
-	calls      []Call
-	faults     map[string][]fault // by canonical method name
-	hangs      map[string]time.Duration
-	limits     Limits // resolved: no zero field
+	calls      fakekit.Calls[Call]
+	faults     fakekit.Faults[fault] // by canonical method name
+	hangs      fakekit.Hangs         // by canonical method name
+	limits     Limits                // resolved: no zero field
 	budgets    map[budgetKey]*budget
+	windows    fakekit.Windows[budgetKey] // retry_after windows given
 	deliveries int
 	nextUser   int64
 	nextGroup  int64
@@ -127,11 +123,7 @@ var DefaultLimits = Limits{PerChatPerSecond: 1, GroupPerMinute: 20, EditsPerMinu
 
 // New starts a fake Bot API server on a loopback port.
 func New() *Server {
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		closing:    make(chan struct{}),
-		ctx:        ctx,
-		cancel:     cancel,
 		hookClient: &http.Client{Timeout: 5 * time.Second},
 		bots:       map[int64]*botState{},
 		tokens:     map[string]*botState{},
@@ -139,51 +131,31 @@ func New() *Server {
 		chats:      map[int64]*chatState{},
 		files:      map[string]*storedFile{},
 		paths:      map[string]*storedFile{},
-		faults:     map[string][]fault{},
-		hangs:      map[string]time.Duration{},
 		limits:     DefaultLimits,
 		budgets:    map[budgetKey]*budget{},
 		nextUser:   7_000_000_000 + rand.Int64N(1_000_000)*100,
 		nextGroup:  4_000_000_000 + rand.Int64N(1_000_000)*100,
 		nextSuper:  1_002_000_000_000 + rand.Int64N(1_000_000)*100,
 	}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.life = fakekit.NewLifecycle(httptest.NewServer(http.HandlerFunc(s.serveHTTP)))
 	return s
 }
 
 // URL is the base URL to give the adapter as its api_url, without a trailing slash.
-func (s *Server) URL() string { return s.ts.URL }
+func (s *Server) URL() string { return s.life.URL() }
 
 // Close ends pending long polls and hung calls, stops webhook delivery and closes the
 // listener. It is safe to call more than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		s.mu.Lock() // a setWebhook starting a deliverer either finishes first or sees closing
-		close(s.closing)
-		s.mu.Unlock()
-		s.cancel()
-		s.wg.Wait()
-		s.ts.Close()
-	})
+	s.life.Close(&s.mu) // a setWebhook starting a deliverer either finishes first or sees closing
 }
 
 // Now is the fake's clock: time.Now unless SetClock replaced it.
-func (s *Server) Now() time.Time {
-	if f := s.clock.Load(); f != nil {
-		return (*f)()
-	}
-	return time.Now()
-}
+func (s *Server) Now() time.Time { return s.clock.Now() }
 
 // SetClock replaces the clock used for dates, update retention, typing status and rate
 // limits; nil restores time.Now.
-func (s *Server) SetClock(now func() time.Time) {
-	if now == nil {
-		s.clock.Store(nil)
-		return
-	}
-	s.clock.Store(&now)
-}
+func (s *Server) SetClock(now func() time.Time) { s.clock.Set(now) }
 
 // AddBot adds a bot account. The token must be "<digits>:<secret>"; the digits are the bot's
 // user id. It panics on a malformed or duplicate token (a mistake in the test).
@@ -334,10 +306,7 @@ func (s *Server) SetLimits(l Limits) {
 func (s *Server) FailNext(method string, n int, code int, description string, retryAfter int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := canonicalMethod(method)
-	for range n {
-		s.faults[key] = append(s.faults[key], fault{code: code, desc: description, retryAfter: retryAfter})
-	}
+	s.faults.FailNext(canonicalMethod(method), n, fault{code: code, desc: description, retryAfter: retryAfter})
 }
 
 // Hang makes calls of method (case-insensitive) hold their answer for d after they were
@@ -346,32 +315,21 @@ func (s *Server) FailNext(method string, n int, code int, description string, re
 func (s *Server) Hang(method string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := canonicalMethod(method)
-	if d <= 0 {
-		delete(s.hangs, key)
-		return
-	}
-	s.hangs[key] = d
+	s.hangs.Set(canonicalMethod(method), d)
 }
 
 // Calls returns every method call so far, in order of arrival.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
+	return s.calls.All()
 }
 
 // EarlyCalls counts the calls made to a chat while a retry_after given for it was running.
 func (s *Server) EarlyCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.calls {
-		if c.Early {
-			n++
-		}
-	}
-	return n
+	return s.calls.Count(func(c Call) bool { return c.Early })
 }
 
 // WebhookDeliveries counts webhook POST attempts, failed ones included.

@@ -214,7 +214,7 @@ func (s *Server) getUpdates(q *request) (any, *apiError) {
 			ended = true
 		case <-q.ctx.Done():
 			ended = true
-		case <-s.closing:
+		case <-s.life.Closing():
 			ended = true
 		}
 		s.mu.Lock()
@@ -230,16 +230,6 @@ func (s *Server) getUpdates(q *request) (any, *apiError) {
 		}
 		wake = b.wake
 		s.mu.Unlock()
-	}
-}
-
-// isClosing reports whether Close has begun.
-func (s *Server) isClosing() bool {
-	select {
-	case <-s.closing:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -292,10 +282,9 @@ func (s *Server) setWebhook(q *request) (any, *apiError) {
 	setAllowedLocked(b, q.p)
 	b.hook.url, b.hook.secret, b.hook.maxConnections = raw, secret, maxConn
 	b.hook.lastErrorDate, b.hook.lastErrorMsg = 0, ""
-	if !b.hook.running && !s.isClosing() {
+	if !b.hook.running && !s.life.IsClosing() {
 		b.hook.running = true
-		s.wg.Add(1)
-		go s.deliver(b)
+		s.life.Go(func() { s.deliver(b) })
 	}
 	b.notify()
 	q.desc = "Webhook was set"
@@ -338,11 +327,10 @@ func (s *Server) getWebhookInfo(q *request) (any, *apiError) {
 // deliver POSTs a bot's updates to its webhook one at a time, in order, retrying each with
 // back-off until a 2xx answer; it ends when the webhook is deleted or the server closes.
 func (s *Server) deliver(b *botState) {
-	defer s.wg.Done()
 	backoff := hookBackoffMin
 	for {
 		s.mu.Lock()
-		if b.hook.url == "" || s.isClosing() {
+		if b.hook.url == "" || s.life.IsClosing() {
 			b.hook.running = false
 			s.mu.Unlock()
 			return
@@ -354,7 +342,7 @@ func (s *Server) deliver(b *botState) {
 			select {
 			case <-wake:
 				continue
-			case <-s.closing:
+			case <-s.life.Closing():
 				continue // the check above ends the loop
 			}
 		}
@@ -378,7 +366,7 @@ func (s *Server) deliver(b *botState) {
 			b.hook.lastErrorDate, b.hook.lastErrorMsg = s.Now().Unix(), msg
 		}
 		s.mu.Unlock()
-		s.sleep(s.ctx, backoff)
+		s.life.Sleep(s.life.Context(), backoff)
 		backoff = min(2*backoff, hookBackoffMax)
 	}
 }
@@ -386,7 +374,7 @@ func (s *Server) deliver(b *botState) {
 // post1 makes one webhook request and returns "" on a 2xx answer, else the error as
 // getWebhookInfo's last_error_message gives it.
 func (s *Server) post1(hookURL, secret string, body []byte) string {
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, hookURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(s.life.Context(), http.MethodPost, hookURL, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Sprintf("Invalid webhook URL: %v", err)
 	}
