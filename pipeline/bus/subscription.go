@@ -188,6 +188,7 @@ func (sb *subscription) run() {
 				sb.emit(next)
 			}
 			outC, outMsg = sb.out, next.wm
+			outMsg.Metadata[MetaLaneBehind] = strconv.Itoa(len(next.lane.msgs) - 1)
 		}
 
 		select {
