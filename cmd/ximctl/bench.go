@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +42,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
 	bin := fs.String("bin", "", "run this ximd binary as the node under test, a separate all-in-one process, and report its CPU per packet (Linux); default: the node runs in this process")
 	noProgress := fs.Bool("no-progress", false, "no progress on stderr")
+	plot := fs.String("plot", "", "also offer "+sweepList()+" of the maximum rates (each -paced long) and draw achieved rate and p99 against offered load in this SVG file")
 	setUsage(fs, stderr, "[flags]", "Load tool: drives deltas and finals through an in-process ximd; progress on stderr, figures on stdout.")
 	if err := parse(fs, args, stderr); err != nil {
 		return err
@@ -46,6 +50,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return errUsage
+	}
+	if *plot != "" {
+		cfg.Sweep = load.DefaultSweep
 	}
 	cfg.Progress = stdout
 	stopProgress := func() {}
@@ -110,7 +117,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%s(%d deltas, %d finals in %s)\n", rep, rep.Deltas, rep.Finals, time.Since(start).Round(time.Second))
+	if *plot != "" {
+		f, err := os.Create(*plot)
+		if err != nil {
+			return err
+		}
+		title := fmt.Sprintf("ximd %s, %d partitions, %d CPUs, %s", where, *partitions, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+		if err := errors.Join(load.Plot(f, rep, title), f.Close()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "plot: %s\n", *plot)
+	}
 	return nil
+}
+
+// sweepList names the sweep's loads for the -plot help: "10%, 25%, ... and 100%".
+func sweepList() string {
+	var parts []string
+	for _, f := range load.DefaultSweep {
+		parts = append(parts, fmt.Sprintf("%.0f%%", 100*f))
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 func topology(workers int) string {

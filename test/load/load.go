@@ -31,7 +31,10 @@ type Config struct {
 	Window        int           // finals in flight (sent, not yet acked)
 	PacedDuration time.Duration // length of each half-load phase
 	RawMessages   int           // messages of the raw JetStream baseline
-	Progress      io.Writer     // a line with each phase's result (nil: none)
+	// Sweep, if set, adds a paced finals phase and a paced deltas phase (each PacedDuration long)
+	// at each of these fractions of the measured maximum rates (Report.Sweep; Plot draws it).
+	Sweep    []float64
+	Progress io.Writer // a line with each phase's result (nil: none)
 	// OnProgress, if set, is called as the run advances: once when a phase starts (Done 0) and
 	// after each item of it (publish, delta sent, final acked). It is called from the run's
 	// goroutine and must return quickly.
@@ -52,7 +55,22 @@ const (
 	PhaseFinalsMax  = "finals at max"
 	PhaseFinalsHalf = "finals at half load"
 	PhaseDeltasHalf = "deltas at half load"
+	PhaseSweep      = "sweep"
 )
+
+// DefaultSweep is the offered loads of ximctl bench -plot, as fractions of the maximum rates.
+var DefaultSweep = []float64{0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1}
+
+// SweepPoint is what one offered load achieved.
+type SweepPoint struct {
+	Load float64 // fraction of the maximum rate
+	// Finals: offered and achieved per second, ack latency percentiles.
+	FinalsOffered, FinalsPerSec float64
+	AckP50, AckP99              time.Duration
+	// Deltas: offered and achieved (until all displayed) per second, display latency percentiles.
+	DeltasOffered, DeltasPerSec float64
+	DisplayP50, DisplayP99      time.Duration
+}
 
 // DefaultConfig is a run of a few seconds.
 func DefaultConfig() Config {
@@ -76,6 +94,8 @@ type Report struct {
 	// CPU of the node under test (Env.CPU set): per raw publish (the NATS server's own cost),
 	// per delta and per final of the max-rate phases.
 	RawCPU, DeltaCPU, FinalCPU time.Duration
+	// Sweep is one point per Config.Sweep load, in order.
+	Sweep []SweepPoint
 }
 
 func (r Report) String() string {
@@ -194,10 +214,42 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	rep.DisplayP50, rep.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	r.progress("deltas at %.0f/s: display p50 %s p99 %s", halfDeltas, rep.DisplayP50, rep.DisplayP99)
 
+	for _, f := range cfg.Sweep {
+		r.phase = PhaseSweep
+		pt, err := r.sweepPoint(ctx, f, rep.FinalsPerSec, rep.DeltasPerSec)
+		if err != nil {
+			return rep, fmt.Errorf("sweep at %.0f%%: %w", 100*f, err)
+		}
+		rep.Sweep = append(rep.Sweep, pt)
+		r.progress("load %3.0f%%: finals %.0f/s offered, %.0f/s done, ack p99 %s; deltas %.0f/s offered, %.0f/s done, display p99 %s",
+			100*f, pt.FinalsOffered, pt.FinalsPerSec, round(pt.AckP99), pt.DeltasOffered, pt.DeltasPerSec, round(pt.DisplayP99))
+	}
+
 	rep.DeltaRatio = rep.DeltasPerSec / rep.RawPublishPerSec
 	rep.FinalRatio = rep.FinalsPerSec / rep.RawPublishPerSec
 	rep.Deltas, rep.Finals = r.sentDeltas, r.sentFinals
 	return rep, nil
+}
+
+// sweepPoint offers fraction f of the maximum rates, finals then deltas, each for PacedDuration.
+func (r *runner) sweepPoint(ctx context.Context, f, maxFinals, maxDeltas float64) (SweepPoint, error) {
+	pt := SweepPoint{Load: f, FinalsOffered: f * maxFinals, DeltasOffered: f * maxDeltas}
+	n, d, acks, err := r.finals(ctx, max(int(pt.FinalsOffered*r.cfg.PacedDuration.Seconds()), 100), pt.FinalsOffered)
+	if err != nil {
+		return pt, err
+	}
+	pt.FinalsPerSec = float64(n) / d.Seconds()
+	pt.AckP50, pt.AckP99 = percentile(acks, 0.50), percentile(acks, 0.99)
+	r.resetDisplay()
+	msgs := int(pt.DeltasOffered * r.cfg.PacedDuration.Seconds() / float64(r.cfg.Deltas*r.cfg.Channels))
+	n, d, err = r.deltas(ctx, pt.DeltasOffered, max(msgs, 1))
+	if err != nil {
+		return pt, err
+	}
+	pt.DeltasPerSec = float64(n) / d.Seconds()
+	lat := r.displayLatencies()
+	pt.DisplayP50, pt.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	return pt, nil
 }
 
 type runner struct {
