@@ -84,8 +84,14 @@ type deferral struct {
 
 type deferredBuf struct {
 	buf   *buffer
-	until int // display after this many packets handled
+	until int       // display after this many packets handled
+	since time.Time // or once it waited maxDefer
 }
+
+// maxDefer bounds what a display waits for the deltas held behind it: under a steady backlog the
+// display goes on every maxDefer (a platform's edit budget is far longer), so deferring costs a
+// delta at most that much latency.
+const maxDefer = 10 * time.Millisecond
 
 // deferLimit bounds how long a display waits for deltas held behind it whose handling never
 // reached Handled (a packet the subscription gave back at a hand-over).
@@ -242,7 +248,7 @@ func (a *Assembler) deferDisplay(buf *buffer, behind int) {
 	if slices.ContainsFunc(d.waits, func(w deferredBuf) bool { return w.buf == buf }) {
 		return // it waits already, for fewer packets: the text of this delta is shown then too
 	}
-	d.waits = append(d.waits, deferredBuf{buf, d.handled + 1 + behind}) // this packet, then those behind it
+	d.waits = append(d.waits, deferredBuf{buf, d.handled + 1 + behind, time.Now()}) // this packet, then those behind it
 }
 
 // Handled tells the assembler that the stage is done with a delta packet of the channel, with
@@ -257,8 +263,9 @@ func (a *Assembler) Handled(channel string, behind int) {
 	}
 	d.handled++
 	var due []*buffer
+	now := time.Now()
 	d.waits = slices.DeleteFunc(d.waits, func(w deferredBuf) bool {
-		if behind == 0 || w.until <= d.handled {
+		if behind == 0 || w.until <= d.handled || now.Sub(w.since) >= maxDefer {
 			due = append(due, w.buf)
 			return true
 		}

@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := load.DefaultConfig()
 	fs.IntVar(&cfg.Channels, "channels", cfg.Channels, "channels, each bound to the loopback webhook target")
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "streamed messages per channel in the delta phase")
+	fs.IntVar(&cfg.Streams, "streams", cfg.Streams, "messages of a channel streaming at once, their deltas interleaved (0: all -messages at once)")
 	fs.IntVar(&cfg.Deltas, "deltas", cfg.Deltas, "deltas per streamed message")
 	fs.IntVar(&cfg.Finals, "finals", cfg.Finals, "direct finals in the finals phase")
 	fs.IntVar(&cfg.DeltaBytes, "delta-bytes", cfg.DeltaBytes, "text bytes per delta and per final")

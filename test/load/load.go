@@ -23,8 +23,11 @@ import (
 
 // Config sizes a run.
 type Config struct {
-	Channels      int           // channels (each bound to the loopback webhook target)
-	Messages      int           // streamed messages per channel in the delta phase
+	Channels int // channels (each bound to the loopback webhook target)
+	Messages int // streamed messages per channel in the delta phase
+	// Streams is how many of a channel's messages stream at once (their deltas interleaved);
+	// the next ones start when they have sent their last delta. 0: all Messages at once.
+	Streams       int
 	Deltas        int           // deltas per streamed message
 	Finals        int           // direct finals in the finals phase
 	DeltaBytes    int           // text bytes per delta
@@ -252,6 +255,9 @@ func (r *runner) sweepPoint(ctx context.Context, f, maxFinals, maxDeltas float64
 	return pt, nil
 }
 
+// streamed is a message of the delta phase.
+type streamed struct{ channel, id, key string }
+
 type runner struct {
 	cfg      Config
 	env      Env
@@ -355,13 +361,12 @@ func (r *runner) onCall(c testkit.Call) {
 // fast as possible), waits until every text is displayed, then completes each message with a
 // final. It returns the deltas sent and the time until all were displayed.
 func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int, time.Duration, error) {
-	type m struct{ channel, id, key string }
-	var msgs []m
+	var msgs []streamed
 	for _, ch := range r.channels {
 		for i := 0; i < perChannel; i++ {
 			r.seq++
 			id := fmt.Sprintf("s%07d", r.seq)
-			msgs = append(msgs, m{ch, id, ch + ":" + id})
+			msgs = append(msgs, streamed{ch, id, ch + ":" + id})
 		}
 	}
 	done := make(chan struct{})
@@ -378,21 +383,19 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 	n := 0
 	total := r.cfg.Deltas * len(msgs)
 	r.tick(0, total)
-	for seq := 1; seq <= r.cfg.Deltas; seq++ {
-		for _, x := range msgs {
-			pace.wait()
-			r.mu.Lock()
-			t := r.displays[x.key]
-			if t != nil {
-				t.sent = append(t.sent, time.Now())
-				t.cum = append(t.cum, seq*len(text))
-			}
-			r.mu.Unlock()
-			if _, err := r.agent.Send(ctx, x.channel, profile.TypeDelta, map[string]any{"message_id": x.id, "sequence": seq, "text": text}); err != nil {
-				return n, 0, err
-			}
-			n++
-			r.tick(n, total)
+	streams := r.cfg.Streams
+	if streams <= 0 || streams > perChannel {
+		streams = perChannel
+	}
+	for first := 0; first < perChannel; first += streams {
+		// msgs holds each channel's messages in turn: the round is messages first..first+streams
+		// of every channel.
+		var round []streamed
+		for c := range r.channels {
+			round = append(round, msgs[c*perChannel+first:c*perChannel+min(first+streams, perChannel)]...)
+		}
+		if err := r.streamRound(ctx, round, text, pace, &n, total); err != nil {
+			return n, 0, err
 		}
 	}
 	select {
@@ -418,6 +421,28 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 		return n, 0, err
 	}
 	return n, elapsed, nil
+}
+
+// streamRound sends the deltas of msgs, all interleaved: every message's delta 1, then 2, ...
+func (r *runner) streamRound(ctx context.Context, msgs []streamed, text string, pace *pacer, n *int, total int) error {
+	for seq := 1; seq <= r.cfg.Deltas; seq++ {
+		for _, x := range msgs {
+			pace.wait()
+			r.mu.Lock()
+			t := r.displays[x.key]
+			if t != nil {
+				t.sent = append(t.sent, time.Now())
+				t.cum = append(t.cum, seq*len(text))
+			}
+			r.mu.Unlock()
+			if _, err := r.agent.Send(ctx, x.channel, profile.TypeDelta, map[string]any{"message_id": x.id, "sequence": seq, "text": text}); err != nil {
+				return err
+			}
+			*n++
+			r.tick(*n, total)
+		}
+	}
+	return nil
 }
 
 // finals sends count direct finals round-robin over the channels with at most Window in flight,
