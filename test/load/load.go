@@ -23,21 +23,19 @@ import (
 
 // Config sizes a run.
 type Config struct {
-	Channels int // channels (each bound to the loopback webhook target)
-	Messages int // streamed messages per channel in the delta phase
-	// Streams is how many of a channel's messages stream at once (their deltas interleaved);
-	// the next ones start when they have sent their last delta. 0: all Messages at once.
-	Streams       int
+	Channels      int           // channels (each bound to the loopback webhook target)
+	Messages      int           // streamed messages per channel in the delta phase
+	Streams       int           // messages of a channel streaming at once (0: all Messages)
 	Deltas        int           // deltas per streamed message
 	Finals        int           // direct finals in the finals phase
 	DeltaBytes    int           // text bytes per delta
 	Window        int           // finals in flight (sent, not yet acked)
 	PacedDuration time.Duration // length of each half-load phase
 	RawMessages   int           // messages of the raw JetStream baseline
+	Progress      io.Writer     // a line with each phase's result (nil: none)
 	// Sweep, if set, adds a paced finals phase and a paced deltas phase (each PacedDuration long)
 	// at each of these fractions of the measured maximum rates (Report.Sweep; Plot draws it).
-	Sweep    []float64
-	Progress io.Writer // a line with each phase's result (nil: none)
+	Sweep []float64
 	// OnProgress, if set, is called as the run advances: once when a phase starts (Done 0) and
 	// after each item of it (publish, delta sent, final acked). It is called from the run's
 	// goroutine and must return quickly.
