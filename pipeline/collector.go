@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type StreamCollector struct {
 var (
 	descStreamMessages  = prometheus.NewDesc("ximd_stream_messages", "Messages in a JetStream stream of ximd (XIM_IN: inbound packets not yet processed; XIM_OUT: pending user messages; XIM_POISON: poisoned packets).", []string{"stream"}, nil)
 	descStreamBytes     = prometheus.NewDesc("ximd_stream_bytes", "Bytes stored in a JetStream stream of ximd.", []string{"stream"}, nil)
+	descStreamMaxBytes  = prometheus.NewDesc("ximd_stream_max_bytes", "The bound of a JetStream stream of ximd (its MaxBytes; streams without one are not reported): past it XIM_IN refuses packets, the completed-ID store (KV_xim_messages) and the file store (OBJ_xim_files) refuse new entries.", []string{"stream"}, nil)
 	descConsumerLag     = prometheus.NewDesc("ximd_consumer_pending", "Messages a consumer has not been delivered yet (its lag).", []string{"stream", "consumer"}, nil)
 	descConsumerAcks    = prometheus.NewDesc("ximd_consumer_ack_pending", "Messages delivered to a consumer and not yet acknowledged (in the workers' hands).", []string{"stream", "consumer"}, nil)
 	descConsumerRedel   = prometheus.NewDesc("ximd_consumer_redelivered", "Messages of a consumer delivered more than once and not yet acknowledged.", []string{"stream", "consumer"}, nil)
@@ -42,7 +44,7 @@ func NewStreamCollector(js jetstream.JetStream) *StreamCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StreamCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStreamMessages, descStreamBytes, descConsumerLag, descConsumerAcks, descConsumerRedel, descOutboundPending, descStatsUp} {
+	for _, d := range []*prometheus.Desc{descStreamMessages, descStreamBytes, descStreamMaxBytes, descConsumerLag, descConsumerAcks, descConsumerRedel, descOutboundPending, descStatsUp} {
 		ch <- d
 	}
 }
@@ -76,16 +78,33 @@ func (c *StreamCollector) read(ctx context.Context) ([]prometheus.Metric, error)
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
 	}
-	for _, name := range []string{subjects.StreamIn, subjects.StreamOut, subjects.StreamReplies, subjects.StreamPoison} {
+	streams := []struct {
+		name      string
+		consumers bool // report its consumers (the KV and Object Store streams have only watchers)
+	}{
+		{subjects.StreamIn, true}, {subjects.StreamOut, true}, {subjects.StreamReplies, true}, {subjects.StreamPoison, true},
+		{subjects.KVStream(subjects.BucketMessages), false}, {subjects.ObjectStream(subjects.BucketFiles), false},
+	}
+	for _, st := range streams {
+		name := st.name
 		s, err := c.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && !st.consumers {
+			continue // its store is provisioned by the roles that use it
+		}
 		if err != nil {
 			return nil, err
 		}
 		info := s.CachedInfo()
 		gauge(descStreamMessages, float64(info.State.Msgs), name)
 		gauge(descStreamBytes, float64(info.State.Bytes), name)
+		if info.Config.MaxBytes > 0 {
+			gauge(descStreamMaxBytes, float64(info.Config.MaxBytes), name)
+		}
 		if name == subjects.StreamOut {
 			gauge(descOutboundPending, float64(info.State.Msgs))
+		}
+		if !st.consumers {
+			continue
 		}
 		consumers := s.ListConsumers(ctx)
 		for ci := range consumers.Info() {

@@ -66,14 +66,16 @@ func TestStreamCollectorReportsLagAndPending(t *testing.T) {
 		return values
 	}
 	want := map[string]float64{
-		"ximd_stream_stats_up":             1,
-		"ximd_outbound_pending_messages":   1,
-		"ximd_stream_messages/XIM_IN":      3,
-		"ximd_stream_messages/XIM_OUT":     1,
-		"ximd_stream_messages/XIM_POISON":  0,
-		"ximd_consumer_pending/XIM_IN":     3, // all in the one partition of cch_lag
-		"ximd_consumer_pending/XIM_OUT":    1,
-		"ximd_consumer_ack_pending/XIM_IN": 0,
+		"ximd_stream_stats_up":                                                1,
+		"ximd_outbound_pending_messages":                                      1,
+		"ximd_stream_messages/XIM_IN":                                         3,
+		"ximd_stream_messages/XIM_OUT":                                        1,
+		"ximd_stream_messages/XIM_POISON":                                     0,
+		"ximd_consumer_pending/XIM_IN":                                        3, // all in the one partition of cch_lag
+		"ximd_consumer_pending/XIM_OUT":                                       1,
+		"ximd_consumer_ack_pending/XIM_IN":                                    0,
+		"ximd_stream_max_bytes/XIM_IN":                                        float64(cfg.InMaxBytes),
+		"ximd_stream_max_bytes/" + subjects.KVStream(subjects.BucketMessages): float64(cfg.CompletedMaxBytes),
 	}
 	// The server counts a consumer's pending messages as it takes the publishes in: ask again
 	// until it has (the collector reads JetStream again once its 5s cache is stale).

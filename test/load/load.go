@@ -355,8 +355,8 @@ func (r *runner) onCall(c testkit.Call) {
 	}
 }
 
-// deltas streams perChannel messages on every channel, all interleaved, at rate deltas/s (0: as
-// fast as possible), waits until every text is displayed, then completes each message with a
+// deltas streams perChannel messages on every channel, Config.Streams of them at once with their
+// deltas interleaved (all of them: 0), at rate deltas/s (0: as fast as possible), waits until every text is displayed, then completes each message with a
 // final. It returns the deltas sent and the time until all were displayed.
 func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int, time.Duration, error) {
 	var msgs []streamed
