@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash/maphash"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -66,36 +65,7 @@ type Assembler struct {
 	// target message has no recorded handle: the final must wait for the one and edit the other.
 	draining map[bufKey]*buffer
 	evicted  *keyRing // buffers dropped before their final: their later deltas are ignored
-	// deferred holds, per channel, the buffers whose display waits for the channel's deltas the
-	// stage already held behind (see Handled). deferMu guards it; it is taken after a buffer's
-	// mu, never before.
-	deferMu  sync.Mutex
-	deferred map[string]*deferral
 }
-
-// deferral counts the delta packets of a channel the stage handled since its first buffer was
-// deferred; a buffer is displayed once the packet that was last in the lane when its delta was
-// applied has been handled.
-type deferral struct {
-	since   time.Time
-	handled int
-	waits   []deferredBuf
-}
-
-type deferredBuf struct {
-	buf   *buffer
-	until int       // display after this many packets handled
-	since time.Time // or once it waited maxDefer
-}
-
-// maxDefer bounds what a display waits for the deltas held behind it: under a steady backlog the
-// display goes on every maxDefer (a platform's edit budget is far longer), so deferring costs a
-// delta at most that much latency.
-const maxDefer = 10 * time.Millisecond
-
-// deferLimit bounds how long a display waits for deltas held behind it whose handling never
-// reached Handled (a packet the subscription gave back at a hand-over).
-const deferLimit = 100 * time.Millisecond
 
 type bufKey struct{ channel, messageID string }
 
@@ -147,8 +117,7 @@ func NewAssembler(cfg AssembleConfig, rec *Records, clear StatusClearer, pacer *
 		cfg.DeliverLocal = func(int) bool { return true }
 	}
 	return &Assembler{cfg: cfg, records: rec, clear: clear, pacer: pacer, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
-		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, lru: list.New(), draining: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers),
-		deferred: map[string]*deferral{}}
+		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, lru: list.New(), draining: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
 }
 
 // Apply applies one validated delta. It returns a *profile.Error to send as an `error` packet
@@ -225,81 +194,8 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 		return nil, nil
 	}
 	buf.text = append(buf.text, d.Text...)
-	if at.Behind > 0 && !buf.running {
-		// More deltas of the channel are already here: one display call after them shows
-		// their text too (under load, fewer calls; nothing waits for deltas still to come).
-		a.deferDisplay(buf, at.Behind)
-		return nil, nil
-	}
 	a.kick(buf)
 	return nil, nil
-}
-
-// deferDisplay leaves the buffer's display until the at.Behind packets held behind its delta are
-// handled; buf.mu is held.
-func (a *Assembler) deferDisplay(buf *buffer, behind int) {
-	a.deferMu.Lock()
-	defer a.deferMu.Unlock()
-	d := a.deferred[buf.key.channel]
-	if d == nil {
-		d = &deferral{since: time.Now()}
-		a.deferred[buf.key.channel] = d
-	}
-	if slices.ContainsFunc(d.waits, func(w deferredBuf) bool { return w.buf == buf }) {
-		return // it waits already, for fewer packets: the text of this delta is shown then too
-	}
-	d.waits = append(d.waits, deferredBuf{buf, d.handled + 1 + behind, time.Now()}) // this packet, then those behind it
-}
-
-// Handled tells the assembler that the stage is done with a delta packet of the channel, with
-// behind more of the channel's packets held (Place.Behind): displays deferred until then start.
-// The stage calls it for every delta packet, whatever became of it.
-func (a *Assembler) Handled(channel string, behind int) {
-	a.deferMu.Lock()
-	d := a.deferred[channel]
-	if d == nil {
-		a.deferMu.Unlock()
-		return
-	}
-	d.handled++
-	var due []*buffer
-	now := time.Now()
-	d.waits = slices.DeleteFunc(d.waits, func(w deferredBuf) bool {
-		if behind == 0 || w.until <= d.handled || now.Sub(w.since) >= maxDefer {
-			due = append(due, w.buf)
-			return true
-		}
-		return false
-	})
-	if len(d.waits) == 0 {
-		delete(a.deferred, channel)
-	}
-	a.deferMu.Unlock()
-	a.kickAll(due)
-}
-
-func (a *Assembler) kickAll(bufs []*buffer) {
-	for _, buf := range bufs {
-		buf.mu.Lock()
-		a.kick(buf)
-		buf.mu.Unlock()
-	}
-}
-
-// flushStale starts the displays that waited longer than deferLimit.
-func (a *Assembler) flushStale(now time.Time) {
-	var due []*buffer
-	a.deferMu.Lock()
-	for ch, d := range a.deferred {
-		if now.Sub(d.since) >= deferLimit {
-			for _, w := range d.waits {
-				due = append(due, w.buf)
-			}
-			delete(a.deferred, ch)
-		}
-	}
-	a.deferMu.Unlock()
-	a.kickAll(due)
 }
 
 // open creates the buffer of a message's first delta seen by this worker.
@@ -405,7 +301,6 @@ func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string)
 	}
 	buf.mu.Lock()
 	done := buf.done
-	buf.broken = true // no display starts any more (a deferred one included)
 	if buf.stop != nil {
 		close(buf.stop)
 		buf.stop = nil
@@ -664,8 +559,6 @@ func (a *Assembler) Run(ctx context.Context) error {
 	defer t.Stop()
 	renew := time.NewTicker(time.Second)
 	defer renew.Stop()
-	stale := time.NewTicker(deferLimit)
-	defer stale.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -674,8 +567,6 @@ func (a *Assembler) Run(ctx context.Context) error {
 			a.expire(time.Now().Add(-a.cfg.TTL))
 		case now := <-renew.C:
 			a.renewPreviews(now)
-		case now := <-stale.C:
-			a.flushStale(now)
 		}
 	}
 }

@@ -17,9 +17,6 @@ import (
 type Place struct {
 	Partition int
 	Seq       uint64
-	// Behind is how many packets of the channel the stage already held behind this one
-	// (subjects.MetaLaneBehind): work the next one redoes can wait for it.
-	Behind int
 }
 
 // StatusClearer clears a channel's shown status (P-ACT-5: the final, the first displayed delta)

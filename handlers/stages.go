@@ -50,11 +50,6 @@ func (s *Stages) Handle(msg *message.Message) error {
 		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
 		return nil
 	}
-	at := placeOf(msg)
-	if env.Type == profile.TypeDelta {
-		// Displays deferred until this packet start, however it ends (Assembler.Apply).
-		defer s.assemble.Handled(env.ChannelID, at.Behind)
-	}
 	if _, ok := s.catalog.Accepts(profile.FromAgent, env.Type); !ok {
 		s.metrics.Packets.WithLabelValues("dropped").Inc()
 		return nil
@@ -69,6 +64,7 @@ func (s *Stages) Handle(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
+	at := placeOf(msg)
 	if env.Type == profile.TypeToolInvoke {
 		return s.invokeTool(ctx, from, env, b, at)
 	}
@@ -101,8 +97,7 @@ func (s *Stages) Handle(msg *message.Message) error {
 // placeOf reads a stored packet's place from the subscriber's metadata.
 func placeOf(msg *message.Message) Place {
 	seq, _ := strconv.ParseUint(msg.Metadata.Get(subjects.MetaStreamSeq), 10, 64)
-	behind, _ := strconv.Atoi(msg.Metadata.Get(subjects.MetaLaneBehind))
-	return Place{Partition: subjects.PartitionOfStored(msg.Metadata.Get(subjects.MetaSubject)), Seq: seq, Behind: behind}
+	return Place{Partition: subjects.PartitionOfStored(msg.Metadata.Get(subjects.MetaSubject)), Seq: seq}
 }
 
 // ChannelClosed drops every piece of a closed channel's state held in this worker.

@@ -337,10 +337,6 @@ const (
 	// MetaNumDelivered is the message's delivery count, in decimal: JetStream's plus the
 	// subscriber's in-process redeliveries after Nack. "1" on the first delivery.
 	MetaNumDelivered = "Xim-Num-Delivered"
-	// MetaLaneBehind is how many messages of the same lane the subscription already holds
-	// behind this one when it is handed over, in decimal: a stage may leave work that the next
-	// message redoes (a display call its next delta would replace) until it reaches "0".
-	MetaLaneBehind = "Xim-Lane-Behind"
 )
 
 // KVStream is the stream that holds KV bucket b ("KV_<b>").

@@ -32,9 +32,6 @@ const (
 	// plus the in-process redeliveries after Nack. "1" on the first delivery; above 1 the message
 	// may have been seen before, by this or another subscriber.
 	MetaNumDelivered = subjects.MetaNumDelivered
-	// MetaLaneBehind is how many messages of its lane the subscription held behind the message
-	// when it went to the handler, in decimal (a lower bound: more may have arrived since).
-	MetaLaneBehind = subjects.MetaLaneBehind
 )
 
 // headerMsgID is JetStream's de-duplication header.

@@ -55,8 +55,8 @@
 // # Metadata
 //
 // A received message carries all its NATS headers as metadata (keys as sent, first and only
-// value), plus the keys [MetaStream], [MetaSubject], [MetaStreamSeq], [MetaNumDelivered] and
-// [MetaLaneBehind], set by the subscriber (they replace headers of the same name). Its UUID is header [HeaderUUID] when
+// value), plus the keys [MetaStream], [MetaSubject], [MetaStreamSeq] and [MetaNumDelivered], set
+// by the subscriber (they replace headers of the same name). Its UUID is header [HeaderUUID] when
 // present, else header Nats-Msg-Id, else "<stream>:<stream sequence>".
 //
 // # Shutdown

@@ -184,39 +184,3 @@ func TestSubscriberLanesCloseHandsBackInOrder(t *testing.T) {
 		next[lane]++
 	}
 }
-
-// A message tells its handler how many messages of its lane the subscription holds behind it
-// (MetaLaneBehind), so a stage can leave work the next one redoes: once the whole lane is held,
-// the counts go down to "0" on its last message.
-func TestSubscriberLaneBehind(t *testing.T) {
-	f := newFixture(t)
-	publishLane(t, f, "a", 1, 5)
-	cfg := bus.SubscriberConfig{Lane: laneOf, AckWait: 400 * time.Millisecond, FetchWait: 200 * time.Millisecond, // Stats every AckWait/4
-		Consumer: func(string) bus.Consumer {
-			return bus.Consumer{Stream: testStream, Durable: testDurable, FilterSubjects: []string{"orders.*"}, Description: "lanes"}
-		}}
-	sub := f.subscriber(t, cfg, nil)
-	ch, err := sub.Subscribe(context.Background(), "lanes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := receive(t, ch, 5*time.Second)
-	wantMsg(t, first, "a-1", "1")
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st := sub.Stats(); len(st) == 1 && st[0].Held == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the subscription does not hold the lane's 5 messages: %+v", sub.Stats())
-		}
-	}
-	first.Ack()
-	for i := 2; i <= 5; i++ {
-		m := receive(t, ch, 5*time.Second)
-		wantMsg(t, m, fmt.Sprintf("a-%d", i), "1")
-		if got, want := m.Metadata.Get(bus.MetaLaneBehind), fmt.Sprint(5-i); got != want {
-			t.Fatalf("a-%d: %s = %q, want %q", i, bus.MetaLaneBehind, got, want)
-		}
-		m.Ack()
-	}
-}

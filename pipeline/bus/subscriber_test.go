@@ -376,11 +376,8 @@ func TestSubscriberMetadata(t *testing.T) {
 			t.Errorf("metadata %q = %q (present %v), want %q", k, got, ok, v)
 		}
 	}
-	if _, err := strconv.Atoi(m.Metadata[bus.MetaLaneBehind]); err != nil { // its value: TestSubscriberLaneBehind
-		t.Errorf("metadata %q = %q, want a count", bus.MetaLaneBehind, m.Metadata[bus.MetaLaneBehind])
-	}
-	if len(m.Metadata) != len(want)+1 {
-		t.Errorf("metadata = %v, want exactly %v and %s", m.Metadata, want, bus.MetaLaneBehind)
+	if len(m.Metadata) != len(want) {
+		t.Errorf("metadata = %v, want exactly %v", m.Metadata, want)
 	}
 	m.Ack()
 

@@ -188,7 +188,6 @@ func (sb *subscription) run() {
 				sb.emit(next)
 			}
 			outC, outMsg = sb.out, next.wm
-			outMsg.Metadata[MetaLaneBehind] = strconv.Itoa(len(next.lane.msgs) - 1)
 		}
 
 		select {
