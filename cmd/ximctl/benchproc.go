@@ -76,7 +76,7 @@ func startBenchProcess(ctx context.Context, bin, dir string, partitions int, edi
 		return load.Env{}, nil, err
 	}
 	env := load.Env{Node: &testkit.Node{Addr: addr, Token: token}, NATSURL: strings.TrimSpace(string(url)),
-		NATSOptions: []nats.Option{auth}, CPU: p.cpu}
+		NATSOptions: []nats.Option{auth}, CPU: p.cpu, RSS: p.rss}
 	return env, stop, nil
 }
 
@@ -99,6 +99,24 @@ func (p *benchProcess) cpu() (time.Duration, error) {
 		return 0, fmt.Errorf("the node's CPU: %w", err)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// rss is the process's resident set size now (VmRSS of /proc/<pid>/status), in bytes.
+func (p *benchProcess) rss() (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("the node's RSS (Linux /proc only): %w", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("the node's RSS: %w", err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, errors.New("the node's RSS: no VmRSS in /proc status")
 }
 
 // stop ends the process as an operator would (SIGTERM, then kill after 20 s).

@@ -32,6 +32,7 @@ type Config struct {
 	Window        int           // finals in flight (sent, not yet acked)
 	PacedDuration time.Duration // length of each half-load phase
 	RawMessages   int           // messages of the raw JetStream baseline
+	Buffers       int           // delta buffers held open at once for the RSS figure (Env.RSS set; 0: none)
 	Progress      io.Writer     // a line with each phase's result (nil: none)
 	// Sweep, if set, adds a paced finals phase and a paced deltas phase (each PacedDuration long)
 	// at each of these fractions of the measured maximum rates (Report.Sweep; Plot draws it).
@@ -57,6 +58,7 @@ const (
 	PhaseFinalsHalf = "finals at half load"
 	PhaseDeltasHalf = "deltas at half load"
 	PhaseSweep      = "sweep"
+	PhaseBuffers    = "open buffers"
 )
 
 // DefaultSweep is the offered loads of ximctl bench -plot, as fractions of the maximum rates.
@@ -75,7 +77,7 @@ type SweepPoint struct {
 
 // DefaultConfig is a run of a few seconds.
 func DefaultConfig() Config {
-	return Config{Channels: 16, Messages: 20, Deltas: 100, Finals: 20000, DeltaBytes: 16, Window: 512, PacedDuration: 3 * time.Second, RawMessages: 200000}
+	return Config{Channels: 16, Messages: 20, Deltas: 100, Finals: 20000, DeltaBytes: 16, Window: 512, PacedDuration: 3 * time.Second, RawMessages: 200000, Buffers: 10000}
 }
 
 // Report holds one run's figures.
@@ -97,6 +99,9 @@ type Report struct {
 	RawCPU, DeltaCPU, FinalCPU time.Duration
 	// Sweep is one point per Config.Sweep load, in order.
 	Sweep []SweepPoint
+	// RSS is the node's resident set size with Buffers delta buffers open (Env.RSS set).
+	RSS     int64
+	Buffers int
 }
 
 func (r Report) String() string {
@@ -112,6 +117,9 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "node CPU per raw publish      %10.1f µs  (the NATS server's share)\n", us(r.RawCPU))
 		fmt.Fprintf(&b, "node CPU per delta            %10.1f µs\n", us(r.DeltaCPU))
 		fmt.Fprintf(&b, "node CPU per final            %10.1f µs\n", us(r.FinalCPU))
+	}
+	if r.RSS > 0 {
+		fmt.Fprintf(&b, "node RSS, %5d buffers open  %10.1f MB  (target <= 200 MB)\n", r.Buffers, float64(r.RSS)/1e6)
 	}
 	return b.String()
 }
@@ -129,6 +137,8 @@ type Env struct {
 	// CPU returns the CPU time the node under test (ximd, with its embedded NATS server) has
 	// used so far; nil: not measured (the node runs in this process).
 	CPU func() (time.Duration, error)
+	// RSS returns the node's resident set size in bytes; nil: not measured.
+	RSS func() (int64, error)
 }
 
 // Run performs the phases in order: raw baseline, max deltas, max finals, half-load finals,
@@ -215,6 +225,17 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	rep.DisplayP50, rep.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	r.progress("deltas at %.0f/s: display p50 %s p99 %s", halfDeltas, rep.DisplayP50, rep.DisplayP99)
 
+	if e.RSS != nil && cfg.Buffers > 0 {
+		r.phase = PhaseBuffers
+		if err := r.openBuffers(ctx, cfg.Buffers, func() error {
+			rep.RSS, err = e.RSS()
+			return err
+		}); err != nil {
+			return rep, fmt.Errorf("open buffers: %w", err)
+		}
+		rep.Buffers = cfg.Buffers
+		r.progress("%d delta buffers open: node RSS %.1f MB", cfg.Buffers, float64(rep.RSS)/1e6)
+	}
 	for _, f := range cfg.Sweep {
 		r.phase = PhaseSweep
 		pt, err := r.sweepPoint(ctx, f, rep.FinalsPerSec, rep.DeltasPerSec)
@@ -392,7 +413,7 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 		for c := range r.channels {
 			round = append(round, msgs[c*perChannel+first:c*perChannel+min(first+streams, perChannel)]...)
 		}
-		if err := r.streamRound(ctx, round, text, pace, &n, total); err != nil {
+		if err := r.streamRound(ctx, round, r.cfg.Deltas, text, pace, &n, total); err != nil {
 			return n, 0, err
 		}
 	}
@@ -421,9 +442,52 @@ func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int,
 	return n, elapsed, nil
 }
 
-// streamRound sends the deltas of msgs, all interleaved: every message's delta 1, then 2, ...
-func (r *runner) streamRound(ctx context.Context, msgs []streamed, text string, pace *pacer, n *int, total int) error {
-	for seq := 1; seq <= r.cfg.Deltas; seq++ {
+// openBuffers starts n streamed messages over the channels with one delta each, waits until the
+// node shows them all (each is then an open delta buffer), calls measure, and completes them.
+func (r *runner) openBuffers(ctx context.Context, n int, measure func() error) error {
+	var msgs []streamed
+	r.mu.Lock()
+	for i := 0; i < n; i++ {
+		ch := r.channels[i%len(r.channels)]
+		r.seq++
+		id := fmt.Sprintf("b%07d", r.seq)
+		msgs = append(msgs, streamed{ch, id, ch + ":" + id})
+		r.displays[ch+":"+id] = &msgTrack{total: 1}
+	}
+	done := make(chan struct{})
+	r.pendingMsg, r.allShown = n, done
+	r.mu.Unlock()
+	text := strings.Repeat("z", r.cfg.DeltaBytes-1) + " "
+	sent := 0
+	r.tick(0, n)
+	if err := r.streamRound(ctx, msgs, 1, text, newPacer(0), &sent, n); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		return errors.New("the buffers' deltas not all displayed within 2 minutes")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := measure(); err != nil {
+		return err
+	}
+	pending := map[string]bool{}
+	for _, x := range msgs {
+		pid, err := r.agent.Send(ctx, x.channel, profile.TypeMessage, map[string]any{"message_id": x.id, "text": text})
+		if err != nil {
+			return err
+		}
+		pending[pid] = true
+	}
+	return r.drainAcks(pending, nil)
+}
+
+// streamRound sends deltas deltas of each of msgs, all interleaved: every message's delta 1, then
+// 2, ...; n counts the deltas sent (of total, for the progress).
+func (r *runner) streamRound(ctx context.Context, msgs []streamed, deltas int, text string, pace *pacer, n *int, total int) error {
+	for seq := 1; seq <= deltas; seq++ {
 		for _, x := range msgs {
 			pace.wait()
 			r.mu.Lock()

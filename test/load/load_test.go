@@ -27,10 +27,15 @@ func startNode(tb testing.TB) *testkit.Node {
 // The load tool runs every phase end to end and reports non-zero figures.
 func TestRun_SmallLoadReportsEveryFigure(t *testing.T) {
 	n := startNode(t)
-	cfg := load.Config{Channels: 2, Messages: 2, Deltas: 10, Finals: 200, DeltaBytes: 8, Window: 32, PacedDuration: 200 * time.Millisecond, RawMessages: 2000}
-	rep, err := load.Run(context.Background(), cfg, load.Env{Node: n})
+	cfg := load.Config{Channels: 2, Messages: 2, Deltas: 10, Finals: 200, DeltaBytes: 8, Window: 32, PacedDuration: 200 * time.Millisecond, RawMessages: 2000, Buffers: 40}
+	measured := 0
+	rss := func() (int64, error) { measured++; return 12345, nil } // the test process's RSS means nothing here
+	rep, err := load.Run(context.Background(), cfg, load.Env{Node: n, RSS: rss})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if measured != 1 || rep.RSS != 12345 || rep.Buffers != 40 {
+		t.Fatalf("RSS measured %d times, report %d bytes with %d buffers", measured, rep.RSS, rep.Buffers)
 	}
 	if rep.RawPublishPerSec <= 0 || rep.DeltasPerSec <= 0 || rep.FinalsPerSec <= 0 || rep.AckP99 <= 0 || rep.DisplayP99 <= 0 || rep.DeltaRatio <= 0 || rep.FinalRatio <= 0 {
 		t.Fatalf("report has a zero figure:\n%s", rep)
