@@ -36,6 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Window, "window", cfg.Window, "finals in flight (sent, not yet acked)")
 	fs.DurationVar(&cfg.PacedDuration, "paced", cfg.PacedDuration, "length of each half-load phase")
 	fs.IntVar(&cfg.RawMessages, "raw", cfg.RawMessages, "messages of the raw JetStream baseline")
+	fs.IntVar(&cfg.Buffers, "buffers", cfg.Buffers, "delta buffers held open at once for the node's RSS (with -bin; 0: skip)")
 	partitions := fs.Int("partitions", node.Defaults().Store.Partitions, "XIM_PARTITIONS of the node under test")
 	editInterval := fs.Duration("edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
 	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
@@ -123,7 +124,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		title := fmt.Sprintf("ximd %s, %d partitions, %d CPUs, %s", where, *partitions, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+		title := fmt.Sprintf("ximd %s, %d partitions, %d CPUs, %s", topology(*workers), *partitions, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
 		if err := errors.Join(load.Plot(f, rep, title), f.Close()); err != nil {
 			return err
 		}

@@ -31,8 +31,8 @@ func Plot(w io.Writer, rep Report, title string) error {
 	}
 	finals.title, finals.latency, finals.target = "finals (webhook delivery + ack)", "ack p99", 25
 	deltas.title, deltas.latency, deltas.target = "deltas (XIM_EDIT_INTERVAL=0)", "display p99", 10
-	finals.draw(&b, 70, 70, 360, 280)
-	deltas.draw(&b, 550, 70, 360, 280)
+	finals.draw(&b, 70, 70, 340, 280)
+	deltas.draw(&b, 540, 70, 340, 280)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -94,13 +94,14 @@ func slicesMax(v []float64) float64 {
 	return m
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v <= 0).
+// niceCeil rounds v up to a round axis end: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten
+// (1 for v <= 0).
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	e := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if v <= m*e {
 			return m * e
 		}
