@@ -23,6 +23,7 @@ type Metrics struct {
 	LaneWaits     *prometheus.CounterVec   // ximd_lane_rate_limit_waits_total{adapter}
 	Replies       *prometheus.CounterVec   // ximd_replies_total{outcome}
 	InboundAge    prometheus.Histogram     // ximd_inbound_age_seconds
+	AckLatency    prometheus.Histogram     // ximd_ack_latency_seconds
 	// Completed reports the completed-ID stores' sizes at scrape time: ximd_completed_ids_cached,
 	// ximd_message_records, ximd_message_records_bytes (see completedCollector).
 	Completed *completedCollector
@@ -74,10 +75,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a gateway receiving a packet to a worker stage taking it (queueing in XIM_IN included).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		AckLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ximd_ack_latency_seconds",
+			Help:    "Time from a gateway receiving a final (chat.message) to its ack handed back to a gateway (first deliveries; the target call and the records included).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
 		Completed: newCompletedCollector(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.ActivityStale, m.LaneWaits, m.Replies, m.InboundAge, m.Completed)
+		reg.MustRegister(m.Packets, m.Acks, m.Errors, m.TargetCalls, m.DeltaBuffers, m.DeltaEvicted, m.DeltasIgnored, m.Redeliveries, m.ActivityFails, m.ActivityStale, m.LaneWaits, m.Replies, m.InboundAge, m.AckLatency, m.Completed)
 	}
 	return m
 }

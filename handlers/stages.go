@@ -38,10 +38,12 @@ func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer,
 func (s *Stages) Handle(msg *message.Message) error {
 	ctx := msg.Context()
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
+	var received time.Time // first deliveries only
 	if n, _ := strconv.Atoi(msg.Metadata.Get(subjects.MetaNumDelivered)); n > 1 {
 		s.metrics.Redeliveries.Inc()
 	} else if at, err := strconv.ParseInt(msg.Metadata.Get(subjects.HeaderReceived), 10, 64); err == nil {
-		s.metrics.InboundAge.Observe(time.Since(time.Unix(0, at)).Seconds())
+		received = time.Unix(0, at)
+		s.metrics.InboundAge.Observe(time.Since(received).Seconds())
 	}
 	env, err := profile.DecodeEnvelope(msg.Payload)
 	if err != nil {
@@ -77,7 +79,11 @@ func (s *Stages) Handle(msg *message.Message) error {
 	}
 	switch {
 	case p.Message != nil:
-		return s.deliver.Deliver(ctx, from, env, *p.Message, b, at)
+		err := s.deliver.Deliver(ctx, from, env, *p.Message, b, at)
+		if err == nil && !received.IsZero() {
+			s.metrics.AckLatency.Observe(time.Since(received).Seconds())
+		}
+		return err
 	case p.Delta != nil:
 		perr, err := s.assemble.Apply(ctx, b, *p.Delta, at, s.deliver.Completed(b.Channel, p.Delta.MessageID))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,4 +249,46 @@ func TestPrometheus_TargetFailureAlertFiresAndResolves(t *testing.T) {
 		traffic(profile.AckAccepted)
 		return p.alert("XimdTargetFailing", webhook) == ""
 	})
+}
+
+// Every query of the Grafana dashboard parses and returns data on a real Prometheus scraping a
+// running ximd after a short load (finals, a streamed message, a status): Grafana's
+// $__rate_interval is given as 15s, what Grafana would pick for a 1s scrape interval.
+func TestPrometheus_DashboardQueriesReturnData(t *testing.T) {
+	d := readDashboard(t)
+	e := newEnv(t, envOptions{streaming: "edit", activity: "typing"})
+	p := startPrometheus(t, e.node.Addr)
+	load := func() {
+		e.send(profile.TypeActivity, map[string]any{"state": "thinking"})
+		id := testkit.NewID("m")
+		e.send(profile.TypeDelta, delta(id, 1, "Hel"))
+		e.send(profile.TypeDelta, delta(id, 2, "lo"))
+		_, ack := e.final(msg(id, "Hello"))
+		wantAck(t, ack, profile.AckAccepted, "")
+	}
+	var missing []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		load()
+		missing = missing[:0]
+		for _, panel := range d.Panels {
+			for _, q := range panel.Targets {
+				expr := strings.ReplaceAll(q.Expr, "$__rate_interval", "15s")
+				var data struct {
+					Result []json.RawMessage `json:"result"`
+				}
+				p.get("query?query="+url.QueryEscape(expr), &data) // fails the test on a parse error
+				if len(data.Result) == 0 {
+					missing = append(missing, fmt.Sprintf("%s: %s", panel.Title, expr))
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dashboard queries without data after 60s:\n%s", strings.Join(missing, "\n"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
