@@ -52,28 +52,30 @@ func TestBench_ProgressLinesWhenNotATerminal(t *testing.T) {
 	}
 }
 
-// On a terminal the bar is redrawn in place and cleared before a result line is written.
+// On a terminal the bar is redrawn in place as the phase advances and cleared before a result
+// line is written.
 func TestProgressView_TerminalBar(t *testing.T) {
 	var w bytes.Buffer // written under v.mu
 	v := &progressView{w: writerFunc(func(b []byte) (int, error) { return w.Write(b) }), tty: true, interval: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); v.run(ctx) }()
-	v.update(load.Progress{Phase: load.PhaseFinalsMax, Done: 50, Total: 200})
-	pollUntil(t, "a bar drawn", func() bool {
+	v.update(load.Progress{Phase: load.PhaseFinalsMax, Done: 0, Total: 200})
+	pollUntil(t, "the bar redrawn at 25%", func() bool {
+		v.update(load.Progress{Phase: load.PhaseFinalsMax, Done: 50, Total: 200}) // drawn once the throttle allows
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return strings.Contains(w.String(), "\r\033[K"+load.PhaseFinalsMax)
+		return strings.Contains(w.String(), "(50/200)")
 	})
 	var result bytes.Buffer
 	fmt.Fprintln(v.lines(&result), "finals: 200 in 1s")
 	cancel()
 	<-done
 	got := w.String()
-	if !strings.Contains(got, "[#######-----------------------]  25% 50/200") {
+	if !strings.Contains(got, "\r"+load.PhaseFinalsMax) || !strings.Contains(got, " 25% |") {
 		t.Fatalf("bar %q", got)
 	}
-	if !strings.HasSuffix(got, "\r\033[K") || result.String() != "finals: 200 in 1s\n" {
+	if !strings.HasSuffix(got, "\x1b[2K\r") || result.String() != "finals: 200 in 1s\n" {
 		t.Fatalf("bar not cleared for the result line: %q / %q", got, result.String())
 	}
 }

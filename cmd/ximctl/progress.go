@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/ximd/ximd/test/load"
 )
 
 // progressView shows how far a bench run is on w (stderr): on a terminal a bar redrawn in place
-// (phase, bar, percent, items, elapsed), cleared whenever a result line is written; otherwise
-// plain lines, one every interval and one when a phase ends.
+// (schollz/progressbar: phase, bar, percent, items, elapsed), cleared whenever a result line is
+// written; otherwise plain lines, one every interval and one when a phase ends.
 type progressView struct {
 	w        io.Writer
 	tty      bool
@@ -22,8 +24,8 @@ type progressView struct {
 
 	mu      sync.Mutex
 	cur     load.Progress
-	started time.Time // of cur.Phase
-	drawn   bool      // a bar is on the terminal
+	started time.Time                // of cur.Phase
+	bar     *progressbar.ProgressBar // the current phase's bar (tty)
 }
 
 // Redraw and plain-line intervals.
@@ -34,21 +36,8 @@ const (
 )
 
 func newProgressView(w io.Writer) *progressView {
-	v := &progressView{w: w, tty: isTerminal(w), interval: plainInterval}
-	if v.tty {
-		v.interval = barRedraw
-	}
-	return v
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return &progressView{w: w, tty: ok && term.IsTerminal(int(f.Fd())), interval: plainInterval}
 }
 
 // update is load.Config.OnProgress.
@@ -58,39 +47,38 @@ func (v *progressView) update(p load.Progress) {
 	if p.Phase != v.cur.Phase {
 		v.endPhase()
 		v.started = time.Now()
+		if v.tty {
+			v.bar = progressbar.NewOptions(p.Total, progressbar.OptionSetWriter(v.w), progressbar.OptionSetDescription(fmt.Sprintf("%-20s", p.Phase)),
+				progressbar.OptionSetWidth(barWidth), progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true),
+				progressbar.OptionSetPredictTime(false), progressbar.OptionThrottle(barRedraw), progressbar.OptionUseANSICodes(true),
+				progressbar.OptionSetRenderBlankState(true))
+		}
 	}
 	v.cur = p
+	if v.bar != nil {
+		_ = v.bar.Set(p.Done)
+	}
 }
 
-// endPhase writes the plain line of the phase that ended (nothing on a terminal: its result line
-// says it). Called with mu held.
+// endPhase clears the bar of the phase that ended, or writes its plain line. Called with mu held.
 func (v *progressView) endPhase() {
-	if v.cur.Phase == "" || v.tty {
+	if v.cur.Phase == "" {
+		return
+	}
+	if v.tty {
+		v.clear()
+		v.bar = nil
 		return
 	}
 	fmt.Fprintf(v.w, "bench: %s done: %d/%d in %s\n", v.cur.Phase, v.cur.Done, v.cur.Total, v.elapsed())
-}
-
-// line describes the current phase. Called with mu held.
-func (v *progressView) line() string {
-	p := v.cur
-	pct := 0
-	if p.Total > 0 {
-		pct = p.Done * 100 / p.Total
-	}
-	elapsed := v.elapsed()
-	if !v.tty {
-		return fmt.Sprintf("bench: %s %d%% (%d/%d) %s", p.Phase, pct, p.Done, p.Total, elapsed)
-	}
-	fill := pct * barWidth / 100
-	return fmt.Sprintf("%-20s [%s%s] %3d%% %d/%d %s", p.Phase, strings.Repeat("#", fill), strings.Repeat("-", barWidth-fill), pct, p.Done, p.Total, elapsed)
 }
 
 func (v *progressView) elapsed() time.Duration {
 	return time.Since(v.started).Round(10 * time.Millisecond)
 }
 
-// run draws until ctx ends, then clears the bar or writes the last phase's line.
+// run writes a plain line every interval (the bar draws itself) until ctx ends, then clears the
+// bar or writes the last phase's line.
 func (v *progressView) run(ctx context.Context) {
 	t := time.NewTicker(v.interval)
 	defer t.Stop()
@@ -98,20 +86,14 @@ func (v *progressView) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			v.mu.Lock()
-			v.clear()
 			v.endPhase()
 			v.cur = load.Progress{}
 			v.mu.Unlock()
 			return
 		case <-t.C:
 			v.mu.Lock()
-			if v.cur.Phase != "" {
-				if v.tty {
-					fmt.Fprint(v.w, "\r\033[K"+v.line())
-					v.drawn = true
-				} else {
-					fmt.Fprintln(v.w, v.line())
-				}
+			if p := v.cur; p.Phase != "" && !v.tty {
+				fmt.Fprintf(v.w, "bench: %s %d%% (%d/%d) %s\n", p.Phase, p.Done*100/max(p.Total, 1), p.Done, p.Total, v.elapsed())
 			}
 			v.mu.Unlock()
 		}
@@ -120,9 +102,8 @@ func (v *progressView) run(ctx context.Context) {
 
 // clear removes the bar from the terminal. Called with mu held.
 func (v *progressView) clear() {
-	if v.drawn {
-		fmt.Fprint(v.w, "\r\033[K")
-		v.drawn = false
+	if v.bar != nil {
+		_ = v.bar.Clear()
 	}
 }
 
