@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -61,6 +62,9 @@ func (r *Replier) Error(ctx context.Context, to Origin, in profile.Envelope, e *
 }
 
 func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo string, payload any) error {
+	ctx, span := tracer.Start(ctx, "reply "+typ, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrChannel.String(channel), attrType.String(typ)))
+	defer span.End()
 	subject, err := subjects.Reply(to.Gateway)
 	if err != nil {
 		return fmt.Errorf("reply: %w", err)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers/target"
 	"github.com/ximd/ximd/profile"
@@ -437,13 +439,17 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		if err := d.pacer.Wait(ctx, b.Channel); err != nil {
 			return err
 		}
-		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
-		defer cancel()
-		start := time.Now()
-		var err error
 		name := "send"
 		if targetID != "" && canEdit {
 			name = "edit"
+		}
+		cctx, span := tracer.Start(ctx, "target "+name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrAdapter.String(b.Adapter)))
+		defer span.End()
+		cctx, cancel := context.WithTimeout(cctx, d.cfg.CallTimeout)
+		defer cancel()
+		start := time.Now()
+		var err error
+		if name == "edit" {
 			err = editor.Edit(cctx, targetID, m)
 		} else {
 			var id string
@@ -455,7 +461,9 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		outcome := "ok"
 		if err != nil {
 			outcome = errorCode(err)
+			span.SetStatus(codes.Error, outcome)
 		}
+		span.SetAttributes(attrOutcome.String(outcome))
 		d.metrics.TargetCalls.WithLabelValues(b.Adapter, name, outcome).Observe(time.Since(start).Seconds())
 		return err
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -150,6 +153,11 @@ func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, e
 // Submit makes a user message pending; it returns once the message is durable. A message_id
 // already submitted is not submitted again (false).
 func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
+	// A user message is one trace: this span (the child of the caller's, if any), then the
+	// outbound stage's sends, whose parent travels in the work item's headers.
+	ctx, span := tracer.Start(ctx, "outbox submit", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage)))
+	defer span.End()
 	key, err := subjects.MessageKey(channel, m.MessageID)
 	if err != nil {
 		return false, err
@@ -163,7 +171,10 @@ func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) 
 	}
 	// The work item first: a crash before the record leaves an item without a record, which the
 	// sender drops; the other order could leave a pending record nothing ever sends.
-	ack, err := o.js.Publish(ctx, subject, []byte(key), jetstream.WithMsgID(key))
+	item := nats.NewMsg(subject)
+	item.Data = []byte(key)
+	otel.GetTextMapPropagator().Inject(ctx, NATSHeaderCarrier(item.Header))
+	ack, err := o.js.PublishMsg(ctx, item, jetstream.WithMsgID(key))
 	if err != nil {
 		return false, fmt.Errorf("outbox: publish work item: %w", err)
 	}
@@ -412,7 +423,12 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 		return again(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
-	sent := o.send(ctx, b)
+	sctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), "outbound send",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID)))
+	sent := o.send(sctx, b)
+	span.SetAttributes(attribute.Bool("xim.sent", sent))
+	span.End()
 	delay := o.delay(r.Attempts, sent)
 	if sent {
 		o.metrics.sends.WithLabelValues("sent").Inc()

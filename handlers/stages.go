@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -52,10 +55,15 @@ func (s *Stages) Handle(msg *message.Message) error {
 		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
 		return nil
 	}
-	if _, ok := s.catalog.Accepts(profile.FromAgent, env.Type); !ok {
+	pt, ok := s.catalog.Accepts(profile.FromAgent, env.Type)
+	if !ok {
 		s.metrics.Packets.WithLabelValues("dropped").Inc()
 		return nil
 	}
+	ctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), "stage "+pt.Stage,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrChannel.String(env.ChannelID), attrType.String(env.Type), attrPacketID.String(env.PacketID)))
+	defer span.End()
 	s.metrics.Packets.WithLabelValues(env.Type).Inc()
 	b, err := s.targets.Resolve(ctx, env.ChannelID)
 	var pe *profile.Error

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/ximd/ximd/pipeline/node"
+	"github.com/ximd/ximd/pipeline/tracing"
 )
 
 const usage = `usage: ximd [all|gateway|worker] [--stages deliver,assemble,...]
@@ -94,6 +96,21 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, traced, err := tracing.Setup(ctx, string(cfg.Role))
+	if err != nil {
+		logger.Error("ximd_tracing", "err", err)
+		return 2
+	}
+	if traced {
+		logger.Info("tracing_on", "sampler", cmp.Or(getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on"))
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			logger.Warn("tracing_flush_failed", "err", err)
+		}
+	}()
 	if demo {
 		return runDemo(ctx, n, getenv("XIM_PUBLIC_URL"), logger)
 	}

@@ -19,7 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -314,6 +318,10 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 		g.metrics.dropped.WithLabelValues(dropLabel(env.Type)).Inc()
 		return
 	}
+	// One trace per packet: this span is its root, the stage that takes it its grandchild.
+	ctx, span := tracer.Start(ctx, "edge receive", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("xim.channel", env.ChannelID), attribute.String("xim.type", env.Type), attribute.String("xim.packet_id", env.PacketID)))
+	defer span.End()
 	if !profile.ValidChannelID(env.ChannelID) {
 		g.metrics.frames.WithLabelValues("invalid").Inc()
 		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$"))
@@ -348,7 +356,13 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 	m.Header.Set(subjects.HeaderConn, c.id)
 	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(time.Now().UnixNano(), 10))
 	m.Data = append([]byte(nil), frame...)
-	if _, err := g.js.PublishMsgAsync(m); err != nil {
+	// The publish span ends when the publish is handed to the connection (its acknowledgement
+	// comes asynchronously); its context, in the headers, is the stage span's parent.
+	pctx, publish := tracer.Start(ctx, "publish "+subjects.StreamIn, trace.WithSpanKind(trace.SpanKindProducer))
+	otel.GetTextMapPropagator().Inject(pctx, handlers.NATSHeaderCarrier(m.Header))
+	_, err = g.js.PublishMsgAsync(m)
+	publish.End()
+	if err != nil {
 		g.metrics.frames.WithLabelValues("publish_failed").Inc()
 		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
 		return
@@ -403,6 +417,9 @@ func (g *Gateway) replyError(c *wsConn, in profile.Envelope, e *profile.Error) {
 	b, _ := json.Marshal(pkt)
 	g.enqueue(c, b)
 }
+
+// tracer starts the gateway's spans (the no-op tracer unless pipeline/tracing switched tracing on).
+var tracer = otel.Tracer("github.com/ximd/ximd/pipeline/edge")
 
 // onReply routes a worker's reply to the connection the packet came from, else any live one, and
 // answers a request with "sent" or "none" (the worker then queues the reply until a connection
