@@ -62,9 +62,11 @@ func (r *Replier) Error(ctx context.Context, to Origin, in profile.Envelope, e *
 }
 
 func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo string, payload any) error {
-	ctx, span := tracer.Start(ctx, "reply "+typ, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrChannel.String(channel), attrType.String(typ)))
+	ctx, span := tracer.Start(ctx, "reply "+typ, trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
+	if span.IsRecording() { // off, no attribute is built
+		span.SetAttributes(attrChannel.String(channel), attrType.String(typ))
+	}
 	subject, err := subjects.Reply(to.Gateway)
 	if err != nil {
 		return fmt.Errorf("reply: %w", err)

@@ -443,7 +443,7 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		if targetID != "" && canEdit {
 			name = "edit"
 		}
-		cctx, span := tracer.Start(ctx, "target "+name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrAdapter.String(b.Adapter)))
+		cctx, span := tracer.Start(ctx, "target "+name, trace.WithSpanKind(trace.SpanKindClient))
 		defer span.End()
 		cctx, cancel := context.WithTimeout(cctx, d.cfg.CallTimeout)
 		defer cancel()
@@ -463,7 +463,9 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 			outcome = errorCode(err)
 			span.SetStatus(codes.Error, outcome)
 		}
-		span.SetAttributes(attrOutcome.String(outcome))
+		if span.IsRecording() {
+			span.SetAttributes(attrAdapter.String(b.Adapter), attrOutcome.String(outcome))
+		}
 		d.metrics.TargetCalls.WithLabelValues(b.Adapter, name, outcome).Observe(time.Since(start).Seconds())
 		return err
 	}

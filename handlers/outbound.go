@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/profile"
@@ -155,9 +154,11 @@ func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, e
 func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
 	// A user message is one trace: this span (the child of the caller's, if any), then the
 	// outbound stage's sends, whose parent travels in the work item's headers.
-	ctx, span := tracer.Start(ctx, "outbox submit", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage)))
+	ctx, span := tracer.Start(ctx, "outbox submit", trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage))
+	}
 	key, err := subjects.MessageKey(channel, m.MessageID)
 	if err != nil {
 		return false, err
@@ -424,10 +425,11 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 	}
 	b, _ := json.Marshal(pkt)
 	sctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), "outbound send",
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID)))
+		trace.WithSpanKind(trace.SpanKindProducer))
 	sent := o.send(sctx, b)
-	span.SetAttributes(attribute.Bool("xim.sent", sent))
+	if span.IsRecording() {
+		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID), attrSent.Bool(sent))
+	}
 	span.End()
 	delay := o.delay(r.Attempts, sent)
 	if sent {

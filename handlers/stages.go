@@ -61,9 +61,11 @@ func (s *Stages) Handle(msg *message.Message) error {
 		return nil
 	}
 	ctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), "stage "+pt.Stage,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrChannel.String(env.ChannelID), attrType.String(env.Type), attrPacketID.String(env.PacketID)))
+		trace.WithSpanKind(trace.SpanKindConsumer))
 	defer span.End()
+	if span.IsRecording() { // off, no attribute is built
+		span.SetAttributes(attrChannel.String(env.ChannelID), attrType.String(env.Type), attrPacketID.String(env.PacketID))
+	}
 	s.metrics.Packets.WithLabelValues(env.Type).Inc()
 	b, err := s.targets.Resolve(ctx, env.ChannelID)
 	var pe *profile.Error

@@ -19,6 +19,7 @@ var (
 	attrPacketID = attribute.Key("xim.packet_id")
 	attrAdapter  = attribute.Key("xim.adapter")
 	attrOutcome  = attribute.Key("xim.outcome")
+	attrSent     = attribute.Key("xim.sent")
 )
 
 // NATSHeaderCarrier carries a trace context in NATS headers under the propagator's own keys

@@ -319,9 +319,11 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 		return
 	}
 	// One trace per packet: this span is its root, the stage that takes it its grandchild.
-	ctx, span := tracer.Start(ctx, "edge receive", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-		attribute.String("xim.channel", env.ChannelID), attribute.String("xim.type", env.Type), attribute.String("xim.packet_id", env.PacketID)))
+	ctx, span := tracer.Start(ctx, "edge receive", trace.WithSpanKind(trace.SpanKindServer))
 	defer span.End()
+	if span.IsRecording() { // off, no attribute is built
+		span.SetAttributes(attribute.String("xim.channel", env.ChannelID), attribute.String("xim.type", env.Type), attribute.String("xim.packet_id", env.PacketID))
+	}
 	if !profile.ValidChannelID(env.ChannelID) {
 		g.metrics.frames.WithLabelValues("invalid").Inc()
 		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "connector_channel_id must match ^[A-Za-z0-9_-]{1,128}$"))
