@@ -48,5 +48,15 @@
 // download_url 8192, at most 256 files per message, packet_id and reply_to at most
 // [MaxPacketIDBytes] without control characters.
 //
+// Frames are read by a single-pass validating scanner of this package (jsonscan.go), not by a
+// JSON library: measured against jsontext (github.com/go-json-experiment/json, the
+// encoding/json/v2 candidate) reading the same envelope members as strictly as it can
+// (duplicate names, invalid UTF-8 and lone surrogates refused; nesting only to its own limit of
+// 10,000), DecodeEnvelope takes 0.8 µs for a delta frame and 1.5 µs for a message frame with a
+// file (24 B, 2 allocations), jsontext 2.0 and 3.4 µs (160 and 392 B, 5 allocations),
+// encoding/json into the same struct 5.5–7.3 µs and checks less (go test -bench DecodeEnvelope
+// ./profile, 2 cores, 2026-12-03; TestEnvelopeJSONTextMatches keeps the reference honest). The
+// scanner stays: it is faster and stricter (depth 64, packet_id bounds, the P-ID-2 keys).
+//
 // All functions and a *Catalog are safe for concurrent use.
 package profile
