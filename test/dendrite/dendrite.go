@@ -344,11 +344,20 @@ func (u *User) Messages(tb testing.TB, room id.RoomID) []Message {
 	return out
 }
 
-// Typing returns a function that reports, from u's sync, whether who types in room now.
+// Typing returns a function that reports, from u's sync, whether who types in room now. It
+// syncs once at once, so every typing change after Typing returns reaches the function by an
+// incremental sync (an initial sync made after the change may leave it out).
 func (u *User) Typing(room id.RoomID, who id.UserID) func(tb testing.TB) bool {
 	since, typing := "", false
+	first, initErr := u.Client.SyncRequest(context.Background(), 0, "", "", false, event.PresenceOffline)
+	if initErr == nil {
+		since = first.NextBatch
+	}
 	return func(tb testing.TB) bool {
 		tb.Helper()
+		if initErr != nil {
+			tb.Fatalf("initial sync: %v", initErr)
+		}
 		resp, err := u.Client.SyncRequest(context.Background(), 200, since, "", false, event.PresenceOffline)
 		if err != nil {
 			tb.Fatal(err)
