@@ -204,30 +204,17 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	rep.FinalsPerSec = float64(n) / d.Seconds()
 	r.progress("finals: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.FinalsPerSec)
 
-	half := rep.FinalsPerSec / 2
-	count := int(half * cfg.PacedDuration.Seconds())
-	r.phase = PhaseFinalsHalf
-	_, _, acks, err := r.finals(ctx, max(count, 100), half)
+	half, err := r.paced(ctx, 0.5, rep.FinalsPerSec, rep.DeltasPerSec, PhaseFinalsHalf, PhaseDeltasHalf)
 	if err != nil {
 		return rep, err
 	}
-	rep.AckP50, rep.AckP99 = percentile(acks, 0.50), percentile(acks, 0.99)
-	r.progress("finals at %.0f/s: ack p50 %s p99 %s", half, rep.AckP50, rep.AckP99)
-
-	halfDeltas := rep.DeltasPerSec / 2
-	r.resetDisplay()
-	msgs := int(halfDeltas * cfg.PacedDuration.Seconds() / float64(cfg.Deltas*cfg.Channels))
-	r.phase = PhaseDeltasHalf
-	if _, _, err := r.deltas(ctx, halfDeltas, max(msgs, 1)); err != nil {
-		return rep, err
-	}
-	lat := r.displayLatencies()
-	rep.DisplayP50, rep.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
-	r.progress("deltas at %.0f/s: display p50 %s p99 %s", halfDeltas, rep.DisplayP50, rep.DisplayP99)
+	rep.AckP50, rep.AckP99, rep.DisplayP50, rep.DisplayP99 = half.AckP50, half.AckP99, half.DisplayP50, half.DisplayP99
+	r.progress("finals at %.0f/s: ack p50 %s p99 %s", half.FinalsOffered, rep.AckP50, rep.AckP99)
+	r.progress("deltas at %.0f/s: display p50 %s p99 %s", half.DeltasOffered, rep.DisplayP50, rep.DisplayP99)
 
 	if e.RSS != nil && cfg.Buffers > 0 {
 		r.phase = PhaseBuffers
-		if err := r.openBuffers(ctx, cfg.Buffers, func() error {
+		if err := r.openBuffers(ctx, cfg.Buffers, func() (err error) {
 			rep.RSS, err = e.RSS()
 			return err
 		}); err != nil {
@@ -237,8 +224,7 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 		r.progress("%d delta buffers open: node RSS %.1f MB", cfg.Buffers, float64(rep.RSS)/1e6)
 	}
 	for _, f := range cfg.Sweep {
-		r.phase = PhaseSweep
-		pt, err := r.sweepPoint(ctx, f, rep.FinalsPerSec, rep.DeltasPerSec)
+		pt, err := r.paced(ctx, f, rep.FinalsPerSec, rep.DeltasPerSec, PhaseSweep, PhaseSweep)
 		if err != nil {
 			return rep, fmt.Errorf("sweep at %.0f%%: %w", 100*f, err)
 		}
@@ -253,9 +239,11 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	return rep, nil
 }
 
-// sweepPoint offers fraction f of the maximum rates, finals then deltas, each for PacedDuration.
-func (r *runner) sweepPoint(ctx context.Context, f, maxFinals, maxDeltas float64) (SweepPoint, error) {
+// paced offers fraction f of the maximum rates, finals (phase finalsPhase) then deltas
+// (deltasPhase), each for PacedDuration: the half-load phases and each point of a sweep.
+func (r *runner) paced(ctx context.Context, f, maxFinals, maxDeltas float64, finalsPhase, deltasPhase string) (SweepPoint, error) {
 	pt := SweepPoint{Load: f, FinalsOffered: f * maxFinals, DeltasOffered: f * maxDeltas}
+	r.phase = finalsPhase
 	n, d, acks, err := r.finals(ctx, max(int(pt.FinalsOffered*r.cfg.PacedDuration.Seconds()), 100), pt.FinalsOffered)
 	if err != nil {
 		return pt, err
@@ -264,6 +252,7 @@ func (r *runner) sweepPoint(ctx context.Context, f, maxFinals, maxDeltas float64
 	pt.AckP50, pt.AckP99 = percentile(acks, 0.50), percentile(acks, 0.99)
 	r.resetDisplay()
 	msgs := int(pt.DeltasOffered * r.cfg.PacedDuration.Seconds() / float64(r.cfg.Deltas*r.cfg.Channels))
+	r.phase = deltasPhase
 	n, d, err = r.deltas(ctx, pt.DeltasOffered, max(msgs, 1))
 	if err != nil {
 		return pt, err
@@ -377,8 +366,9 @@ func (r *runner) onCall(c testkit.Call) {
 }
 
 // deltas streams perChannel messages on every channel, Config.Streams of them at once with their
-// deltas interleaved (all of them: 0), at rate deltas/s (0: as fast as possible), waits until every text is displayed, then completes each message with a
-// final. It returns the deltas sent and the time until all were displayed.
+// deltas interleaved (all of them: 0), at rate deltas/s (0: as fast as possible), waits until
+// every text is displayed, then completes each message with a final. It returns the deltas sent
+// and the time until all were displayed.
 func (r *runner) deltas(ctx context.Context, rate float64, perChannel int) (int, time.Duration, error) {
 	var msgs []streamed
 	for _, ch := range r.channels {
