@@ -94,7 +94,7 @@ func New(opts Options) *Adapter {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+		opts.HTTPClient = target.NewHTTPClient(30 * time.Second)
 	}
 	if opts.SignatureWindow <= 0 {
 		opts.SignatureWindow = 5 * time.Minute

@@ -82,7 +82,7 @@ func New(opts Options) *Adapter {
 		opts.SyncTimeout = SyncTimeout
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+		opts.HTTPClient = target.NewHTTPClient(0)
 	}
 	return &Adapter{opts: opts, log: opts.Logger, accounts: map[string]*account{}}
 }

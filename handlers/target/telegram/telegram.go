@@ -110,7 +110,7 @@ func New(opts Options) *Adapter {
 		opts.PollTimeout = PollTimeout
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+		opts.HTTPClient = target.NewHTTPClient(0)
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	return &Adapter{opts: opts, log: opts.Logger, bots: map[string]*account{}}
