@@ -7,6 +7,7 @@
 //	ximctl tail    print every packet of a channel as it passes through NATS, both ways
 //	ximctl status  channels, pending user messages, failures, stream and consumer lag
 //	ximctl bench   the load tool: deltas/s, finals/s, ack and display latency vs raw JetStream
+//	ximctl conformance  check a running ximd against the IM v2 profile through its edge API
 //
 // The flags mean the same in every command: -http (ximd's HTTP edge), -token (xAgent's bearer
 // token), -nats (the NATS server), -channel (a connector_channel_id). docs/ximctl.md has more.
@@ -32,6 +33,7 @@ commands:
   tail     print every packet of a channel as it passes through NATS, both ways (read-only)
   status   channels, pending user messages, failures, stream and consumer figures (lag)
   bench    load tool: drive deltas and finals through a ximd edge into a loopback webhook target
+  conformance  play xAgent and a webhook target against a running ximd: the IM v2 profile's checklist
 
 Common flags: -http URL (ximd HTTP edge, default http://$XIM_HTTP_ADDR or http://127.0.0.1:8080),
 -token T (default $XIM_AGENT_TOKEN, else ./data/agent-token), -nats URL (default $XIM_NATS_URL
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runStatus(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case "conformance":
+		err = runConformance(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
