@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,6 +74,9 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	rep, err := conformance.Run(ctx, cfg)
 	if tty {
 		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if errors.Is(err, context.Canceled) {
+		return errors.New("interrupted; its scratch channels were deleted")
 	}
 	if err != nil {
 		return err

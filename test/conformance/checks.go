@@ -1128,7 +1128,7 @@ func checkDeltaGap(s *session) verdict {
 	}
 	e, err := s.errorOf(ch, pkt)
 	if err != nil {
-		return errored(err)
+		return fail("sequence 3 after 1: %v", err)
 	}
 	if e.Code != "delta_sequence_gap" {
 		return fail("sequence 3 after 1: error %s, want delta_sequence_gap", e.Code)
@@ -1329,11 +1329,11 @@ func checkAcceptedAfterTarget(s *session) verdict {
 	}
 	calls := messageCalls(s.target.of(ch))
 	if len(calls) == 0 {
-		return fail("accepted %s before any target call", msg)
+		return fail("accepted %s before the target answered (no call had reached it)", msg)
 	}
 	answered := calls[len(calls)-1].Answered
-	if p.at.Before(answered) {
-		return fail("accepted %s before the target answered", answered.Sub(p.at).Round(time.Millisecond))
+	if answered.IsZero() || p.at.Before(answered) {
+		return fail("accepted %s before the target answered (it answers after %s)", msg, delay)
 	}
 	return pass("target answering after %s: accepted %s after its answer", delay, p.at.Sub(answered).Round(time.Millisecond))
 }

@@ -395,7 +395,7 @@ func (s *session) errorOf(channel, packetID string) (ack, error) {
 		return p.ReplyTo == packetID
 	})
 	if !ok {
-		return ack{}, fmt.Errorf("no answer to %s within %s", packetID, s.cfg.Wait)
+		return ack{}, fmt.Errorf("no error packet answering %s within %s", packetID, s.cfg.Wait)
 	}
 	if p.Type != "error" {
 		return ack{}, fmt.Errorf("%s answered with %s %s, want an error packet", packetID, p.Type, oneLine(p.Payload))

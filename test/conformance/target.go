@@ -23,20 +23,26 @@ type call struct {
 	Signed   bool
 	Unsigned string
 	At       time.Time // received
-	Answered time.Time // the answer's status line about to be written
-	Status   int
+	Answered time.Time // the answer's status line about to be written (zero until then)
+	Status   int       // the answer's status (0 until then)
 }
 
-func (c call) text() string  { s, _ := c.Body["text"].(string); return s }
-func (c call) final() bool   { b, _ := c.Body["final"].(bool); return b }
-func (c call) chat() string  { s, _ := c.Body["chat_id"].(string); return s }
+func (c call) text() string   { s, _ := c.Body["text"].(string); return s }
+func (c call) final() bool    { b, _ := c.Body["final"].(bool); return b }
+func (c call) chat() string   { s, _ := c.Body["chat_id"].(string); return s }
 func (c call) status() string { s, _ := c.Body["status"].(string); return s }
 
 // isPost is a POST {url}/messages (a new target message); isPatch an edit of one.
-func (c call) isPost() bool     { return c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/messages") }
-func (c call) isPatch() bool    { return c.Method == http.MethodPatch && strings.Contains(c.Path, "/messages/") }
-func (c call) isMessage() bool  { return c.isPost() || c.isPatch() }
-func (c call) isActivity() bool { return c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/activity") }
+func (c call) isPost() bool {
+	return c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/messages")
+}
+func (c call) isPatch() bool {
+	return c.Method == http.MethodPatch && strings.Contains(c.Path, "/messages/")
+}
+func (c call) isMessage() bool { return c.isPost() || c.isPatch() }
+func (c call) isActivity() bool {
+	return c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/activity")
+}
 
 // files are the call's files[] items.
 func (c call) files() []map[string]any {
@@ -67,8 +73,8 @@ type target struct {
 	srv    *http.Server
 
 	mu      sync.Mutex
-	calls   map[string][]call
-	all     []call
+	calls   map[string][]*call // by chat_id
+	all     []*call
 	answers map[string]func(call) answer
 	files   map[string][]byte // path -> bytes
 	ids     int
@@ -76,7 +82,7 @@ type target struct {
 }
 
 func newTarget(ln net.Listener, url string, secret []byte) *target {
-	t := &target{secret: secret, url: url, calls: map[string][]call{}, answers: map[string]func(call) answer{},
+	t := &target{secret: secret, url: url, calls: map[string][]*call{}, answers: map[string]func(call) answer{},
 		files: map[string][]byte{}, changed: make(chan struct{})}
 	t.srv = &http.Server{Handler: t, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.srv.Serve(ln) }()
@@ -113,9 +119,10 @@ func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	c := call{Method: r.Method, Path: r.URL.Path, At: time.Now(), Status: http.StatusOK}
+	c := call{Method: r.Method, Path: r.URL.Path, At: time.Now()}
 	_ = json.Unmarshal(raw, &c.Body)
 	c.Signed, c.Unsigned = t.verify(raw, r.Header)
+	rec := t.record(c)
 	t.mu.Lock()
 	f := t.answers[c.chat()]
 	t.ids++
@@ -134,8 +141,9 @@ func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range a.Header {
 		w.Header()[k] = v
 	}
-	c.Status, c.Answered = a.Status, time.Now()
-	t.record(c)
+	t.mu.Lock()
+	rec.Status, rec.Answered = a.Status, time.Now()
+	t.mu.Unlock()
 	if c.isPost() && a.Status/100 == 2 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(a.Status)
@@ -157,27 +165,38 @@ func (t *target) verify(body []byte, h http.Header) (bool, string) {
 	return len(missing) == 0, strings.Join(missing, ", ")
 }
 
-func (t *target) record(c call) {
+// record keeps c as it arrives; its answer is filled in later (under mu).
+func (t *target) record(c call) *call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.calls[c.chat()] = append(t.calls[c.chat()], c)
-	t.all = append(t.all, c)
+	rec := &c
+	t.calls[c.chat()] = append(t.calls[c.chat()], rec)
+	t.all = append(t.all, rec)
 	close(t.changed)
 	t.changed = make(chan struct{})
+	return rec
+}
+
+func snapshot(calls []*call) []call {
+	out := make([]call, len(calls))
+	for i, c := range calls {
+		out[i] = *c
+	}
+	return out
 }
 
 // of returns the calls for chat so far.
 func (t *target) of(chat string) []call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]call(nil), t.calls[chat]...)
+	return snapshot(t.calls[chat])
 }
 
 // everything returns every call so far.
 func (t *target) everything() []call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]call(nil), t.all...)
+	return snapshot(t.all)
 }
 
 // await waits up to d until done accepts the calls for chat; it returns them and whether done
@@ -187,7 +206,7 @@ func (t *target) await(ctx context.Context, chat string, d time.Duration, done f
 	defer deadline.Stop()
 	for {
 		t.mu.Lock()
-		calls := append([]call(nil), t.calls[chat]...)
+		calls := snapshot(t.calls[chat])
 		changed := t.changed
 		t.mu.Unlock()
 		if done(calls) {
