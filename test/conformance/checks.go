@@ -489,34 +489,51 @@ func checkDeltaStateCleared(s *session) verdict {
 	return pass("GET /v1/channels stats.open_delta_buffers: 1 after a delta, 0 after its final")
 }
 
-// deltaBuffers polls the channel's stats.open_delta_buffers until it is want (within Wait).
-func (s *session) deltaBuffers(ch string, want int) (int, error) {
+// channelState is what GET /v1/channels/{id} says of a channel that the checks look at.
+type channelState struct {
+	Stats struct {
+		OpenDeltaBuffers int `json:"open_delta_buffers"`
+	} `json:"stats"`
+	Failures []failure `json:"failures"`
+}
+
+// failure is one of a channel's recent terminal failures.
+type failure struct {
+	MessageID string `json:"message_id"`
+	Code      string `json:"code"`
+}
+
+// untilState polls GET /v1/channels/{ch} until done accepts it (within Wait); it returns the
+// last state read.
+func (s *session) untilState(ch string, done func(channelState) bool) (channelState, error) {
 	deadline := time.Now().Add(s.cfg.Wait)
 	for {
+		var st channelState
 		status, body, err := s.do(http.MethodGet, "/v1/channels/"+ch, nil, "")
 		if err != nil {
-			return -1, err
+			return st, err
 		}
-		var got struct {
-			Stats struct {
-				OpenDeltaBuffers int `json:"open_delta_buffers"`
-			} `json:"stats"`
+		if status != http.StatusOK || json.Unmarshal(body, &st) != nil {
+			return st, fmt.Errorf("GET /v1/channels/%s: %d %s", ch, status, oneLine(body))
 		}
-		if status != http.StatusOK || json.Unmarshal(body, &got) != nil {
-			return -1, fmt.Errorf("GET /v1/channels/%s: %d %s", ch, status, oneLine(body))
-		}
-		if got.Stats.OpenDeltaBuffers == want {
-			return want, nil
+		if done(st) {
+			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return got.Stats.OpenDeltaBuffers, fmt.Errorf("not within %s", s.cfg.Wait)
+			return st, fmt.Errorf("not within %s", s.cfg.Wait)
 		}
 		select {
 		case <-time.After(50 * time.Millisecond):
 		case <-s.ctx.Done():
-			return -1, s.ctx.Err()
+			return st, s.ctx.Err()
 		}
 	}
+}
+
+// deltaBuffers waits until the channel's stats.open_delta_buffers is want.
+func (s *session) deltaBuffers(ch string, want int) (int, error) {
+	st, err := s.untilState(ch, func(st channelState) bool { return st.Stats.OpenDeltaBuffers == want })
+	return st.Stats.OpenDeltaBuffers, err
 }
 
 func checkStateBounded(*session) verdict {
@@ -910,33 +927,10 @@ func checkUserMessageRejected(s *session) verdict {
 		return errored(err)
 	}
 	msg := p.str("message_id")
-	deadline := time.Now().Add(s.cfg.Wait)
-	for {
-		status, body, err := s.do(http.MethodGet, "/v1/channels/"+ch, nil, "")
-		if err != nil {
-			return errored(err)
-		}
-		var got struct {
-			Failures []struct {
-				MessageID string `json:"message_id"`
-				Code      string `json:"code"`
-			} `json:"failures"`
-		}
-		if status != http.StatusOK || json.Unmarshal(body, &got) != nil {
-			return fail("GET /v1/channels/%s: %d %s", ch, status, oneLine(body))
-		}
-		if slices.ContainsFunc(got.Failures, func(f struct {
-			MessageID string `json:"message_id"`
-			Code      string `json:"code"`
-		}) bool {
-			return f.MessageID == msg && f.Code == "invalid_packet"
-		}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fail("rejected retryable:false: not in GET /v1/channels failures within %s (%s)", s.cfg.Wait, oneLine(body))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if _, err := s.untilState(ch, func(st channelState) bool {
+		return slices.Contains(st.Failures, failure{MessageID: msg, Code: "invalid_packet"})
+	}); err != nil {
+		return fail("rejected retryable:false: %s not in GET /v1/channels failures: %v", msg, err)
 	}
 	if again, came := s.quiet(ch, func(q packet) bool { return q.Type == "chat.message" && q.str("message_id") == msg }); came {
 		return fail("rejected retryable:false, yet sent again (%s)", again.PacketID)
@@ -1289,15 +1283,15 @@ func checkInvalidFinal(s *session) verdict {
 
 func checkChannelNotOpen(s *session) verdict {
 	ch := fmt.Sprintf("conformance-%s-closed", s.run)
-	msg := s.newID("msg")
-	for _, typ := range []string{"chat.message", "chat.message.delta"} {
-		var pkt string
-		var err error
-		if typ == "chat.message" {
-			pkt, err = s.final(ch, msg, "Nobody is there.")
-		} else {
-			pkt, err = s.delta(ch, s.newID("msg"), 1, "Nobody")
-		}
+	sends := []struct {
+		typ  string
+		send func() (string, error)
+	}{
+		{"chat.message", func() (string, error) { return s.final(ch, s.newID("msg"), "Nobody is there.") }},
+		{"chat.message.delta", func() (string, error) { return s.delta(ch, s.newID("msg"), 1, "Nobody") }},
+	}
+	for _, c := range sends {
+		pkt, err := c.send()
 		if err != nil {
 			return errored(err)
 		}
@@ -1306,7 +1300,7 @@ func checkChannelNotOpen(s *session) verdict {
 			return errored(err)
 		}
 		if e.Code != "channel_not_open" {
-			return fail("%s to a channel not open: error %s, want channel_not_open", typ, e.Code)
+			return fail("%s to a channel not open: error %s, want channel_not_open", c.typ, e.Code)
 		}
 	}
 	if p, came := s.quiet(ch, anyPacket); came {
