@@ -15,8 +15,20 @@ import (
 // section-11 question) it proves, what it proves, and how.
 type check struct {
 	id, rule, title string
-	run             func(*session) verdict
+	bind            bind // the channel run is given (noChannel: none)
+	run             func(s *session, ch string) verdict
 }
+
+// bind is how a check's channel is bound to the target: its streaming and activity.
+type bind struct{ streaming, activity string }
+
+// The bindings the checks use.
+var (
+	noChannel  bind
+	streamed   = bind{"edit", "none"}   // deltas displayed by edits, no activity
+	withStatus = bind{"edit", "status"} // and activity shown as a status
+	buffered   = bind{"none", "none"}   // nothing shown before the final
+)
 
 type verdict struct {
 	status Status
@@ -33,43 +45,43 @@ func errored(err error) verdict { return fail("%v", err) }
 // checks is the checklist, in the order of the profile's section 11 and then the other rules
 // observable through the edge API. Each check uses its own channels.
 var checks = []check{
-	{"card-declares", "P-DECL-1", "the Card declares target type im, profile xagent.im.v2 and the IM tools", checkCard},
-	{"descriptor-declares", "P-DECL-1", "an opened channel's Descriptor declares xagent.im.v2, no secret echoed", checkDescriptor},
-	{"descriptor-refusals", "P-DECL-2", "a Descriptor with a profile or target type the Card lacks is refused", checkDescriptorRefusals},
-	{"delta-then-final", "P-MSG-11", "deltas then a final: one target message, edited, ending with the final text", checkDeltaThenFinal},
-	{"direct-final", "P-MSG-13", "a final with no delta: one target message with the final text", checkDirectFinal},
-	{"retransmit-duplicate", "P-ACK-4", "a final sent again (new packet_id) is answered duplicate, target untouched", checkRetransmitDuplicate},
-	{"idempotent-by-message-id", "P-MSG-9", "two finals with the same text and different message_ids are two messages", checkIdempotentByMessageID},
-	{"message-id-conflict", "P-STATE-6", "another text or file list under a completed message_id: message_id_conflict", checkMessageIDConflict},
-	{"ack-matches", "P-ACK-2", "each ack's reply_to, channel and message_id are its final's (P-ACK-1)", checkAckMatches},
-	{"no-text-before-final", "check-11.5", "streaming none: nothing shown before the final, then one message", checkNoTextBeforeFinal},
-	{"delta-state-cleared", "P-STATE-5", "a message's delta buffer is open while it streams and cleared by its final", checkDeltaStateCleared},
-	{"state-bounded", "P-STATE-4", "delta and completed state are bounded", checkStateBounded},
-	{"internal-keys-refused", "P-ID-2", "session_id, user_id, role... in a payload are refused as invalid_packet", checkInternalKeysRefused},
-	{"internal-keys-absent", "P-ID-2", "packets to xAgent carry only the profile's keys", checkInternalKeysAbsent},
-	{"inbound-file-url", "P-MSG-6", "a user's file reaches xAgent as a downloadable download_url, bytes intact", checkInboundFile},
-	{"outbound-file-upload", "P-MSG-7", "an uploaded file_ref in a final reaches the target as a signed link", checkOutboundFile},
-	{"files-one-ack-unit", "P-MSG-12", "text and all files of a final go in one target message and one ack", checkFilesOneAckUnit},
-	{"delta-carries-no-files", "P-DLT-5", "a delta with files is invalid_packet", checkDeltaNoFiles},
-	{"session-sync-dropped", "P-SCOPE-3", "session sync, history and UI packets are dropped without a reply", checkSessionSyncDropped},
-	{"user-msg-pending", "P-STATE-1", "a user message stays pending until acked: sent again after no ack or retryable", checkUserMessagePending},
-	{"user-msg-rejected", "P-STATE-3", "a user message rejected retryable:false is a visible failure, not re-sent", checkUserMessageRejected},
-	{"reconnect-pending-only", "P-SCOPE-4", "after a reconnect pending user messages come, completed ones never", checkReconnect},
-	{"activity-shown-cleared", "P-ACT-5", "thinking/tool shown; cleared by idle, the first displayed delta, the final", checkActivityShown},
-	{"activity-degraded", "P-ACT-4", "typing-only target: typing; none: nothing; the messages still go", checkActivityDegraded},
-	{"activity-invalid", "P-ACT-2", "an invalid chat.activity is invalid_packet and not shown", checkActivityInvalid},
-	{"delta-gap", "P-ERR-4", "a sequence gap is delta_sequence_gap; nothing after it shown; final in full", checkDeltaGap},
-	{"delta-conflict", "P-ERR-4", "the same sequence with other text is delta_sequence_conflict, not shown", checkDeltaConflict},
-	{"delta-retransmit-once", "P-DLT-2", "a delta sent twice is applied once", checkDeltaRetransmit},
-	{"delta-after-final", "edge-5.2", "a delta for a completed message is ignored silently", checkDeltaAfterFinal},
-	{"invalid-final", "P-ERR-3", "a final without text and files, with an unknown key or file type: invalid_packet", checkInvalidFinal},
-	{"channel-not-open", "P-ERR-2", "a packet for a channel that is not open gets error channel_not_open", checkChannelNotOpen},
-	{"accepted-after-target", "P-MSG-12", "accepted is sent only after the target answered", checkAcceptedAfterTarget},
-	{"target-failure-codes", "P-ERR-5", "target 503/401/400: rejected with a stable code and retryable, never accepted", checkTargetFailures},
-	{"tool-invoke", "edge-8", "IM tools: one tool.result each, idempotent by invocation_id, errors coded", checkToolInvoke},
-	{"token-required", "edge-2", "the API and the WebSocket refuse a missing token; user input a bad signature", checkTokenRequired},
-	{"channel-delete", "P-STATE-7", "a deleted channel is gone: 404, later packets channel_not_open", checkChannelDelete},
-	{"target-signatures", "edge-7.1", "every target call of the run carried valid V1 and V2 signatures", checkTargetSignatures},
+	{"card-declares", "P-DECL-1", "the Card declares target type im, profile xagent.im.v2 and the IM tools", noChannel, checkCard},
+	{"descriptor-declares", "P-DECL-1", "an opened channel's Descriptor declares xagent.im.v2, no secret echoed", withStatus, checkDescriptor},
+	{"descriptor-refusals", "P-DECL-2", "a Descriptor with a profile or target type the Card lacks is refused", noChannel, checkDescriptorRefusals},
+	{"delta-then-final", "P-MSG-11", "deltas then a final: one target message, edited, ending with the final text", streamed, checkDeltaThenFinal},
+	{"direct-final", "P-MSG-13", "a final with no delta: one target message with the final text", streamed, checkDirectFinal},
+	{"retransmit-duplicate", "P-ACK-4", "a final sent again (new packet_id) is answered duplicate, target untouched", streamed, checkRetransmitDuplicate},
+	{"idempotent-by-message-id", "P-MSG-9", "two finals with the same text and different message_ids are two messages", streamed, checkIdempotentByMessageID},
+	{"message-id-conflict", "P-STATE-6", "another text or file list under a completed message_id: message_id_conflict", streamed, checkMessageIDConflict},
+	{"ack-matches", "P-ACK-2", "each ack's reply_to, channel and message_id are its final's (P-ACK-1)", noChannel, checkAckMatches},
+	{"no-text-before-final", "check-11.5", "streaming none: nothing shown before the final, then one message", buffered, checkNoTextBeforeFinal},
+	{"delta-state-cleared", "P-STATE-5", "a message's delta buffer is open while it streams and cleared by its final", buffered, checkDeltaStateCleared},
+	{"state-bounded", "P-STATE-4", "delta and completed state are bounded", noChannel, checkStateBounded},
+	{"internal-keys-refused", "P-ID-2", "session_id, user_id, role... in a payload are refused as invalid_packet", withStatus, checkInternalKeysRefused},
+	{"internal-keys-absent", "P-ID-2", "packets to xAgent carry only the profile's keys", streamed, checkInternalKeysAbsent},
+	{"inbound-file-url", "P-MSG-6", "a user's file reaches xAgent as a downloadable download_url, bytes intact", streamed, checkInboundFile},
+	{"outbound-file-upload", "P-MSG-7", "an uploaded file_ref in a final reaches the target as a signed link", streamed, checkOutboundFile},
+	{"files-one-ack-unit", "P-MSG-12", "text and all files of a final go in one target message and one ack", streamed, checkFilesOneAckUnit},
+	{"delta-carries-no-files", "P-DLT-5", "a delta with files is invalid_packet", streamed, checkDeltaNoFiles},
+	{"session-sync-dropped", "P-SCOPE-3", "session sync, history and UI packets are dropped without a reply", withStatus, checkSessionSyncDropped},
+	{"user-msg-pending", "P-STATE-1", "a user message stays pending until acked: sent again after no ack or retryable", streamed, checkUserMessagePending},
+	{"user-msg-rejected", "P-STATE-3", "a user message rejected retryable:false is a visible failure, not re-sent", streamed, checkUserMessageRejected},
+	{"reconnect-pending-only", "P-SCOPE-4", "after a reconnect pending user messages come, completed ones never", streamed, checkReconnect},
+	{"activity-shown-cleared", "P-ACT-5", "thinking/tool shown; cleared by idle, the first displayed delta, the final", withStatus, checkActivityShown},
+	{"activity-degraded", "P-ACT-4", "typing-only target: typing; none: nothing; the messages still go", noChannel, checkActivityDegraded},
+	{"activity-invalid", "P-ACT-2", "an invalid chat.activity is invalid_packet and not shown", withStatus, checkActivityInvalid},
+	{"delta-gap", "P-ERR-4", "a sequence gap is delta_sequence_gap; nothing after it shown; final in full", streamed, checkDeltaGap},
+	{"delta-conflict", "P-ERR-4", "the same sequence with other text is delta_sequence_conflict, not shown", streamed, checkDeltaConflict},
+	{"delta-retransmit-once", "P-DLT-2", "a delta sent twice is applied once", streamed, checkDeltaRetransmit},
+	{"delta-after-final", "edge-5.2", "a delta for a completed message is ignored silently", streamed, checkDeltaAfterFinal},
+	{"invalid-final", "P-ERR-3", "a final without text and files, with an unknown key or file type: invalid_packet", streamed, checkInvalidFinal},
+	{"channel-not-open", "P-ERR-2", "a packet for a channel that is not open gets error channel_not_open", noChannel, checkChannelNotOpen},
+	{"accepted-after-target", "P-MSG-12", "accepted is sent only after the target answered", streamed, checkAcceptedAfterTarget},
+	{"target-failure-codes", "P-ERR-5", "target 503/401/400: rejected with a stable code and retryable, never accepted", noChannel, checkTargetFailures},
+	{"tool-invoke", "edge-8", "IM tools: one tool.result each, idempotent by invocation_id, errors coded", streamed, checkToolInvoke},
+	{"token-required", "edge-2", "the API and the WebSocket refuse a missing token; user input a bad signature", noChannel, checkTokenRequired},
+	{"channel-delete", "P-STATE-7", "a deleted channel is gone: 404, later packets channel_not_open", streamed, checkChannelDelete},
+	{"target-signatures", "edge-7.1", "every target call of the run carried valid V1 and V2 signatures", noChannel, checkTargetSignatures},
 }
 
 // finalAccepted sends a final and waits for its ack, which must be accepted.
@@ -90,7 +102,7 @@ func (s *session) finalAccepted(ch, msg, text string, refs ...string) (packet, e
 
 // --- section 11.1: declarations ---
 
-func checkCard(s *session) verdict {
+func checkCard(s *session, _ string) verdict {
 	status, body, err := s.do(http.MethodGet, "/v1/card", nil, "")
 	if err != nil {
 		return errored(err)
@@ -133,11 +145,7 @@ func checkCard(s *session) verdict {
 	return pass("GET /v1/card: supports im + xagent.im.v2; tools %s", strings.Join(names, ", "))
 }
 
-func checkDescriptor(s *session) verdict {
-	ch, err := s.channel("edit", "status")
-	if err != nil {
-		return errored(err)
-	}
+func checkDescriptor(s *session, ch string) verdict {
 	status, body, err := s.put(ch, descriptor(ch, s.webhookConfig(ch, "edit", "status")))
 	if err != nil {
 		return errored(err)
@@ -175,7 +183,7 @@ func (s *session) badDescriptor(method string, status int, body []byte) (verdict
 	return verdict{}, false
 }
 
-func checkDescriptorRefusals(s *session) verdict {
+func checkDescriptorRefusals(s *session, _ string) verdict {
 	ch := fmt.Sprintf("conformance-%s-refused", s.run)
 	s.mu.Lock()
 	s.channels = append(s.channels, ch)
@@ -212,7 +220,7 @@ func checkDescriptorRefusals(s *session) verdict {
 	return pass("browser-runtime profile: 422 profile_not_supported; target_type browser: 422 target_type_not_supported")
 }
 
-func checkTokenRequired(s *session) verdict {
+func checkTokenRequired(s *session, _ string) verdict {
 	req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, "http://"+s.cfg.HTTPAddr+"/v1/card", nil)
 	status, body, err := s.roundTrip(req)
 	if err != nil {
@@ -252,11 +260,7 @@ func checkTokenRequired(s *session) verdict {
 
 // --- section 11.2: delta + final, direct final ---
 
-func checkDeltaThenFinal(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaThenFinal(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	// Each step waits until its text is displayed: deltas sent at once may be coalesced, and a
 	// final that overtakes every display is rightly one POST.
@@ -291,11 +295,7 @@ func checkDeltaThenFinal(s *session) verdict {
 	return pass("3 deltas + final -> POST, %d PATCH (last final:true, final text)", len(calls)-1)
 }
 
-func checkDirectFinal(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDirectFinal(s *session, ch string) verdict {
 	text := "A direct final, never streamed."
 	if _, err := s.finalAccepted(ch, s.newID("msg"), text); err != nil {
 		return errored(err)
@@ -321,11 +321,7 @@ func describe(calls []call) string {
 
 // --- section 11.3: idempotency by message_id ---
 
-func checkRetransmitDuplicate(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkRetransmitDuplicate(s *session, ch string) verdict {
 	msg, text := s.newID("msg"), "Sent twice, shown once."
 	if _, err := s.finalAccepted(ch, msg, text); err != nil {
 		return errored(err)
@@ -347,11 +343,7 @@ func checkRetransmitDuplicate(s *session) verdict {
 	return pass("same message_id, new packet_id -> duplicate; target called once")
 }
 
-func checkIdempotentByMessageID(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkIdempotentByMessageID(s *session, ch string) verdict {
 	text := "Same words, two messages."
 	for range 2 {
 		if _, err := s.finalAccepted(ch, s.newID("msg"), text); err != nil {
@@ -364,11 +356,7 @@ func checkIdempotentByMessageID(s *session) verdict {
 	return pass("two message_ids, same text -> both accepted, two target messages")
 }
 
-func checkMessageIDConflict(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkMessageIDConflict(s *session, ch string) verdict {
 	msg, text := s.newID("msg"), "The original text."
 	if _, err := s.finalAccepted(ch, msg, text); err != nil {
 		return errored(err)
@@ -401,7 +389,7 @@ func checkMessageIDConflict(s *session) verdict {
 
 // --- section 11.4: acks match ---
 
-func checkAckMatches(s *session) verdict {
+func checkAckMatches(s *session, _ string) verdict {
 	var chs [2]string
 	for i := range chs {
 		ch, err := s.channel("edit", "none")
@@ -441,11 +429,7 @@ func checkAckMatches(s *session) verdict {
 
 // --- section 11.5: no temporary text without streaming ---
 
-func checkNoTextBeforeFinal(s *session) verdict {
-	ch, err := s.channel("none", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkNoTextBeforeFinal(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	for i, d := range []string{"Nothing ", "of this ", "shows early"} {
 		if _, err := s.delta(ch, msg, i+1, d); err != nil {
@@ -468,11 +452,7 @@ func checkNoTextBeforeFinal(s *session) verdict {
 
 // --- section 11.6: bounded state ---
 
-func checkDeltaStateCleared(s *session) verdict {
-	ch, err := s.channel("none", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaStateCleared(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	if _, err := s.delta(ch, msg, 1, "buffered "); err != nil {
 		return errored(err)
@@ -536,7 +516,7 @@ func (s *session) deltaBuffers(ch string, want int) (int, error) {
 	return st.Stats.OpenDeltaBuffers, err
 }
 
-func checkStateBounded(*session) verdict {
+func checkStateBounded(*session, string) verdict {
 	return skip("bounds not observable from outside; see README Tunables: XIM_DELTA_TTL, XIM_MAX_DELTA_BUFFERS, XIM_MAX_DELTA_BYTES, XIM_COMPLETED_TTL, XIM_COMPLETED_MAX_BYTES")
 }
 
@@ -544,11 +524,7 @@ func checkStateBounded(*session) verdict {
 
 var internalKeys = []string{"session_id", "user_connector_id", "user_id", "connector_id", "role"}
 
-func checkInternalKeysRefused(s *session) verdict {
-	ch, err := s.channel("edit", "status")
-	if err != nil {
-		return errored(err)
-	}
+func checkInternalKeysRefused(s *session, ch string) verdict {
 	for _, key := range internalKeys {
 		msg := s.newID("msg")
 		pkt, err := s.send(ch, "chat.message", map[string]any{"message_id": msg, "text": "smuggled", key: "x"})
@@ -610,16 +586,12 @@ func keysOf(m map[string]any) []string {
 	return out
 }
 
-func checkInternalKeysAbsent(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkInternalKeysAbsent(s *session, ch string) verdict {
 	p, err := s.userMessageIn(ch, "Hello from the target.", nil)
 	if err != nil {
 		return errored(err)
 	}
-	if err := s.ackUser(ch, p, "accepted", nil); err != nil {
+	if err := s.ackUser(ch, p, "accepted"); err != nil {
 		return errored(err)
 	}
 	ackPkt, err := s.finalAccepted(ch, s.newID("msg"), "An answer.")
@@ -661,13 +633,17 @@ func (s *session) userMessageFor(ch, msg, notPacket string) (packet, error) {
 	return p, nil
 }
 
-// ackUser answers a user message as xAgent; retryable is for rejected.
-func (s *session) ackUser(ch string, p packet, status string, retryable *bool) error {
-	payload := map[string]any{"message_id": p.str("message_id"), "status": status}
-	if status == "rejected" {
-		payload["code"] = "invalid_packet"
-		payload["retryable"] = *retryable
-	}
+// ackUser acks a user message as xAgent (accepted or duplicate).
+func (s *session) ackUser(ch string, p packet, status string) error {
+	return s.answerUser(ch, p, map[string]any{"message_id": p.str("message_id"), "status": status})
+}
+
+// rejectUser rejects a user message as xAgent, with code invalid_packet.
+func (s *session) rejectUser(ch string, p packet, retryable bool) error {
+	return s.answerUser(ch, p, map[string]any{"message_id": p.str("message_id"), "status": "rejected", "code": "invalid_packet", "retryable": retryable})
+}
+
+func (s *session) answerUser(ch string, p packet, payload map[string]any) error {
 	b, err := json.Marshal(map[string]any{"schema": "xagent.connector.packet/v1", "packet_id": s.newID("pkt"), "reply_to": p.PacketID,
 		"connector_channel_id": ch, "type": "chat.message.ack", "time": time.Now().UnixMilli(), "payload": payload})
 	if err != nil {
@@ -678,11 +654,7 @@ func (s *session) ackUser(ch string, p packet, status string, retryable *bool) e
 
 // --- section 11.8: files ---
 
-func checkInboundFile(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkInboundFile(s *session, ch string) verdict {
 	path := "/files/" + randomHex(8) + "/note.txt"
 	content := []byte("a user's file, " + randomHex(8))
 	s.target.serveFile(path, content)
@@ -690,7 +662,7 @@ func checkInboundFile(s *session) verdict {
 	if err != nil {
 		return errored(err)
 	}
-	if err := s.ackUser(ch, p, "accepted", nil); err != nil {
+	if err := s.ackUser(ch, p, "accepted"); err != nil {
 		return errored(err)
 	}
 	if bytes.Contains(p.Payload, []byte(s.target.url)) {
@@ -730,11 +702,7 @@ func clip(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-func checkOutboundFile(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkOutboundFile(s *session, ch string) verdict {
 	content := []byte("an assistant's file, " + randomHex(8))
 	ref, err := s.upload(ch, "report.txt", content)
 	if err != nil {
@@ -778,11 +746,7 @@ func checkOutboundFile(s *session) verdict {
 	return pass("upload -> file_ref -> final: target got a signed link, bytes intact; unknown ref: file_not_found")
 }
 
-func checkFilesOneAckUnit(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkFilesOneAckUnit(s *session, ch string) verdict {
 	var refs []string
 	for i := range 2 {
 		ref, err := s.upload(ch, fmt.Sprintf("part-%d.txt", i+1), []byte(fmt.Sprintf("part %d", i+1)))
@@ -815,11 +779,7 @@ func checkFilesOneAckUnit(s *session) verdict {
 	return pass("delta + final with text and 2 files: one final call carrying all, one ack")
 }
 
-func checkDeltaNoFiles(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaNoFiles(s *session, ch string) verdict {
 	ref, err := s.upload(ch, "early.txt", []byte("too early"))
 	if err != nil {
 		return errored(err)
@@ -844,11 +804,7 @@ func checkDeltaNoFiles(s *session) verdict {
 
 // --- section 11.10: no session sync ---
 
-func checkSessionSyncDropped(s *session) verdict {
-	ch, err := s.channel("edit", "status")
-	if err != nil {
-		return errored(err)
-	}
+func checkSessionSyncDropped(s *session, ch string) verdict {
 	never := fmt.Sprintf("conformance-%s-never", s.run)
 	types := []string{"session.sync_request", "session.sync_message", "session.sync_end", "history.snapshot", "history.replay", "ui.projection"}
 	for _, typ := range types {
@@ -874,11 +830,7 @@ func checkSessionSyncDropped(s *session) verdict {
 
 // --- section 11.11: pending user messages and reconnects ---
 
-func checkUserMessagePending(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkUserMessagePending(s *session, ch string) verdict {
 	silent, err := s.userMessageIn(ch, "Nobody acks me.", nil)
 	if err != nil {
 		return errored(err)
@@ -887,8 +839,7 @@ func checkUserMessagePending(s *session) verdict {
 	if err != nil {
 		return errored(err)
 	}
-	yes := true
-	if err := s.ackUser(ch, refused, "rejected", &yes); err != nil {
+	if err := s.rejectUser(ch, refused, true); err != nil {
 		return errored(err)
 	}
 	for _, c := range []struct {
@@ -902,7 +853,7 @@ func checkUserMessagePending(s *session) verdict {
 		if again.PacketID == c.p.PacketID {
 			return fail("%s: sent again with the same packet_id", c.what)
 		}
-		if err := s.ackUser(ch, again, "accepted", nil); err != nil {
+		if err := s.ackUser(ch, again, "accepted"); err != nil {
 			return errored(err)
 		}
 	}
@@ -913,17 +864,12 @@ func checkUserMessagePending(s *session) verdict {
 	return pass("no ack, rejected retryable:true -> sent again (new packet_id); accepted -> not again")
 }
 
-func checkUserMessageRejected(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkUserMessageRejected(s *session, ch string) verdict {
 	p, err := s.userMessageIn(ch, "Refused for good.", nil)
 	if err != nil {
 		return errored(err)
 	}
-	no := false
-	if err := s.ackUser(ch, p, "rejected", &no); err != nil {
+	if err := s.rejectUser(ch, p, false); err != nil {
 		return errored(err)
 	}
 	msg := p.str("message_id")
@@ -938,16 +884,12 @@ func checkUserMessageRejected(s *session) verdict {
 	return pass("rejected retryable:false -> in GET /v1/channels failures (invalid_packet), not sent again")
 }
 
-func checkReconnect(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkReconnect(s *session, ch string) verdict {
 	done, err := s.userMessageIn(ch, "Completed before the reconnect.", nil)
 	if err != nil {
 		return errored(err)
 	}
-	if err := s.ackUser(ch, done, "accepted", nil); err != nil {
+	if err := s.ackUser(ch, done, "accepted"); err != nil {
 		return errored(err)
 	}
 	// The ack must be taken before the connection goes: a final on the channel is answered
@@ -967,7 +909,7 @@ func checkReconnect(s *session) verdict {
 	if err != nil {
 		return fail("pending message after the reconnect: %v", err)
 	}
-	if err := s.ackUser(ch, p, "accepted", nil); err != nil {
+	if err := s.ackUser(ch, p, "accepted"); err != nil {
 		return errored(err)
 	}
 	if again, came := s.quiet(ch, func(q packet) bool { return q.Type == "chat.message" && q.str("message_id") == done.str("message_id") }); came {
@@ -978,11 +920,7 @@ func checkReconnect(s *session) verdict {
 
 // --- section 11.12: activity ---
 
-func checkActivityShown(s *session) verdict {
-	ch, err := s.channel("edit", "status")
-	if err != nil {
-		return errored(err)
-	}
+func checkActivityShown(s *session, ch string) verdict {
 	steps := []struct {
 		what string
 		send func() error
@@ -1024,7 +962,7 @@ func checkActivityShown(s *session) verdict {
 	return pass("thinking, tool(web_search) shown; cleared (idle) by idle, first delta, final")
 }
 
-func checkActivityDegraded(s *session) verdict {
+func checkActivityDegraded(s *session, _ string) verdict {
 	typing, err := s.channel("edit", "typing")
 	if err != nil {
 		return errored(err)
@@ -1068,11 +1006,7 @@ func checkActivityDegraded(s *session) verdict {
 	return pass("typing target: thinking/tool -> typing, final -> idle; none: no call; both accepted")
 }
 
-func checkActivityInvalid(s *session) verdict {
-	ch, err := s.channel("edit", "status")
-	if err != nil {
-		return errored(err)
-	}
+func checkActivityInvalid(s *session, ch string) verdict {
 	cases := []struct {
 		what    string
 		payload map[string]any
@@ -1104,11 +1038,7 @@ func checkActivityInvalid(s *session) verdict {
 
 // --- deltas ---
 
-func checkDeltaGap(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaGap(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	if _, err := s.delta(ch, msg, 1, "alpha "); err != nil {
 		return errored(err)
@@ -1146,11 +1076,7 @@ func checkDeltaGap(s *session) verdict {
 	return pass("1, 3 -> delta_sequence_gap; 3 and 4 never shown; final in full, accepted")
 }
 
-func checkDeltaConflict(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaConflict(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	if _, err := s.delta(ch, msg, 1, "one "); err != nil {
 		return errored(err)
@@ -1178,11 +1104,7 @@ func checkDeltaConflict(s *session) verdict {
 	return pass("sequence 1 again with other text -> delta_sequence_conflict, not shown; final accepted")
 }
 
-func checkDeltaRetransmit(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaRetransmit(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	for _, d := range []struct {
 		seq  int
@@ -1212,11 +1134,7 @@ func checkDeltaRetransmit(s *session) verdict {
 	return pass("sequence 1 sent twice (same text), 2 -> shown %q, no error", "ab cd")
 }
 
-func checkDeltaAfterFinal(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkDeltaAfterFinal(s *session, ch string) verdict {
 	msg := s.newID("msg")
 	if _, err := s.finalAccepted(ch, msg, "Complete."); err != nil {
 		return errored(err)
@@ -1235,11 +1153,7 @@ func checkDeltaAfterFinal(s *session) verdict {
 
 // --- errors ---
 
-func checkInvalidFinal(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkInvalidFinal(s *session, ch string) verdict {
 	cases := []struct {
 		what    string
 		payload map[string]any
@@ -1281,7 +1195,7 @@ func checkInvalidFinal(s *session) verdict {
 	return pass("%d invalid finals -> rejected invalid_packet; no message_id -> error invalid_packet", len(cases))
 }
 
-func checkChannelNotOpen(s *session) verdict {
+func checkChannelNotOpen(s *session, _ string) verdict {
 	ch := fmt.Sprintf("conformance-%s-closed", s.run)
 	sends := []struct {
 		typ  string
@@ -1309,11 +1223,7 @@ func checkChannelNotOpen(s *session) verdict {
 	return pass("final and delta to a channel not open -> error channel_not_open (reply_to), no ack")
 }
 
-func checkAcceptedAfterTarget(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkAcceptedAfterTarget(s *session, ch string) verdict {
 	const delay = 400 * time.Millisecond
 	s.target.answerWith(ch, func(call) answer { return answer{Status: http.StatusOK, Delay: delay} })
 	msg := s.newID("msg")
@@ -1332,7 +1242,7 @@ func checkAcceptedAfterTarget(s *session) verdict {
 	return pass("target answering after %s: accepted %s after its answer", delay, p.at.Sub(answered).Round(time.Millisecond))
 }
 
-func checkTargetFailures(s *session) verdict {
+func checkTargetFailures(s *session, _ string) verdict {
 	cases := []struct {
 		status    int
 		header    http.Header
@@ -1369,11 +1279,7 @@ func checkTargetFailures(s *session) verdict {
 	return pass("target %s: rejected, retryable as the table says", strings.Join(seen, ", "))
 }
 
-func checkToolInvoke(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkToolInvoke(s *session, ch string) verdict {
 	invoke := func(inv, tool string, args map[string]any) (map[string]any, error) {
 		pkt, err := s.send(ch, "tool.invoke", map[string]any{"invocation_id": inv, "tool": tool, "arguments": args})
 		if err != nil {
@@ -1429,11 +1335,7 @@ func checkToolInvoke(s *session) verdict {
 	return pass("im.send_message ok, same invocation: same result, no call; unknown tool, bad args coded")
 }
 
-func checkChannelDelete(s *session) verdict {
-	ch, err := s.channel("edit", "none")
-	if err != nil {
-		return errored(err)
-	}
+func checkChannelDelete(s *session, ch string) verdict {
 	if _, err := s.finalAccepted(ch, s.newID("msg"), "Before the delete."); err != nil {
 		return errored(err)
 	}
@@ -1464,7 +1366,7 @@ func checkChannelDelete(s *session) verdict {
 	return pass("DELETE -> 204; GET -> 404 channel_not_open; a final -> error channel_not_open")
 }
 
-func checkTargetSignatures(s *session) verdict {
+func checkTargetSignatures(s *session, _ string) verdict {
 	if len(s.target.everything()) == 0 { // run alone (-only): make a call to look at
 		ch, err := s.channel("edit", "status")
 		if err != nil {

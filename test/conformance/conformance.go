@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if cfg.Starting != nil {
 			cfg.Starting(i, len(todo), c.id)
 		}
-		v := c.run(s)
+		v := s.check(c)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
@@ -167,6 +167,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// check runs c on a channel bound as c asks.
+func (s *session) check(c check) verdict {
+	if c.bind == noChannel {
+		return c.run(s, "")
+	}
+	ch, err := s.channel(c.bind.streaming, c.bind.activity)
+	if err != nil {
+		return errored(err)
+	}
+	return c.run(s, ch)
 }
 
 // session is one run's state, shared by its checks (which run one at a time).
