@@ -543,11 +543,7 @@ func checkInternalKeysRefused(s *session, ch string) verdict {
 		"chat.message.delta": {"message_id": s.newID("msg"), "sequence": 1, "text": "x", "user_id": "u"},
 		"chat.activity":      {"status": "thinking", "role": "assistant"},
 	} {
-		pkt, err := s.send(ch, typ, payload)
-		if err != nil {
-			return errored(err)
-		}
-		e, err := s.errorOf(ch, pkt)
+		e, err := s.refusal(ch, func() (string, error) { return s.send(ch, typ, payload) })
 		if err != nil {
 			return errored(err)
 		}
@@ -784,12 +780,10 @@ func checkDeltaNoFiles(s *session, ch string) verdict {
 	if err != nil {
 		return errored(err)
 	}
-	pkt, err := s.send(ch, "chat.message.delta", map[string]any{"message_id": s.newID("msg"), "sequence": 1, "text": "x",
-		"files": []map[string]any{{"type": "file", "file_ref": ref}}})
-	if err != nil {
-		return errored(err)
-	}
-	e, err := s.errorOf(ch, pkt)
+	files := []map[string]any{{"type": "file", "file_ref": ref}}
+	e, err := s.refusal(ch, func() (string, error) {
+		return s.send(ch, "chat.message.delta", map[string]any{"message_id": s.newID("msg"), "sequence": 1, "text": "x", "files": files})
+	})
 	if err != nil {
 		return errored(err)
 	}
@@ -1018,11 +1012,7 @@ func checkActivityInvalid(s *session, ch string) verdict {
 		{"tool_name over 256 bytes", map[string]any{"status": "tool", "tool_name": strings.Repeat("t", 257)}},
 	}
 	for _, c := range cases {
-		pkt, err := s.activity(ch, c.payload)
-		if err != nil {
-			return errored(err)
-		}
-		e, err := s.errorOf(ch, pkt)
+		e, err := s.refusal(ch, func() (string, error) { return s.activity(ch, c.payload) })
 		if err != nil {
 			return fail("%s: %v", c.what, err)
 		}
@@ -1046,11 +1036,7 @@ func checkDeltaGap(s *session, ch string) verdict {
 	if _, ok := s.calls(ch, func(c []call) bool { return len(messageCalls(c)) > 0 }); !ok {
 		return fail("delta 1 not displayed within %s", s.cfg.Wait)
 	}
-	pkt, err := s.delta(ch, msg, 3, "gamma ")
-	if err != nil {
-		return errored(err)
-	}
-	e, err := s.errorOf(ch, pkt)
+	e, err := s.refusal(ch, func() (string, error) { return s.delta(ch, msg, 3, "gamma ") })
 	if err != nil {
 		return fail("sequence 3 after 1: %v", err)
 	}
@@ -1081,11 +1067,7 @@ func checkDeltaConflict(s *session, ch string) verdict {
 	if _, err := s.delta(ch, msg, 1, "one "); err != nil {
 		return errored(err)
 	}
-	pkt, err := s.delta(ch, msg, 1, "uno ")
-	if err != nil {
-		return errored(err)
-	}
-	e, err := s.errorOf(ch, pkt)
+	e, err := s.refusal(ch, func() (string, error) { return s.delta(ch, msg, 1, "uno ") })
 	if err != nil {
 		return errored(err)
 	}
@@ -1178,11 +1160,7 @@ func checkInvalidFinal(s *session, ch string) verdict {
 			return fail("final with %s: %s %q, want rejected invalid_packet retryable:false naming %q", c.what, a, a.Message, c.names)
 		}
 	}
-	pkt, err := s.send(ch, "chat.message", map[string]any{"text": "no message_id"})
-	if err != nil {
-		return errored(err)
-	}
-	e, err := s.errorOf(ch, pkt)
+	e, err := s.refusal(ch, func() (string, error) { return s.send(ch, "chat.message", map[string]any{"text": "no message_id"}) })
 	if err != nil {
 		return errored(err)
 	}
@@ -1205,11 +1183,7 @@ func checkChannelNotOpen(s *session, _ string) verdict {
 		{"chat.message.delta", func() (string, error) { return s.delta(ch, s.newID("msg"), 1, "Nobody") }},
 	}
 	for _, c := range sends {
-		pkt, err := c.send()
-		if err != nil {
-			return errored(err)
-		}
-		e, err := s.errorOf(ch, pkt)
+		e, err := s.refusal(ch, c.send)
 		if err != nil {
 			return errored(err)
 		}
@@ -1352,11 +1326,7 @@ func checkChannelDelete(s *session, ch string) verdict {
 	if status != http.StatusNotFound || !strings.Contains(string(body), "channel_not_open") {
 		return fail("GET a deleted channel: %d %s, want 404 channel_not_open", status, oneLine(body))
 	}
-	pkt, err := s.final(ch, s.newID("msg"), "After the delete.")
-	if err != nil {
-		return errored(err)
-	}
-	e, err := s.errorOf(ch, pkt)
+	e, err := s.refusal(ch, func() (string, error) { return s.final(ch, s.newID("msg"), "After the delete.") })
 	if err != nil {
 		return errored(err)
 	}

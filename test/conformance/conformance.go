@@ -401,6 +401,15 @@ func (s *session) ackOf(channel, packetID, messageID string) (packet, ack, error
 	return p, p.ack(), nil
 }
 
+// refusal sends a packet and waits for the error packet answering it.
+func (s *session) refusal(channel string, send func() (string, error)) (ack, error) {
+	pkt, err := send()
+	if err != nil {
+		return ack{}, err
+	}
+	return s.errorOf(channel, pkt)
+}
+
 // errorOf waits for the error packet answering packetID.
 func (s *session) errorOf(channel, packetID string) (ack, error) {
 	p, ok := s.agent.box(channel).within(s.ctx, s.cfg.Wait, func(p packet) bool {
