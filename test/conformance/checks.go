@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -655,6 +656,12 @@ func checkInboundFile(s *session, ch string) verdict {
 	content := []byte("a user's file, " + randomHex(8))
 	s.target.serveFile(path, content)
 	p, err := s.userMessageIn(ch, "See the note.", []map[string]any{{"type": "file", "url": s.target.url + path, "filename": "note.txt", "mime_type": "text/plain"}})
+	var refused *edgeError
+	if errors.As(err, &refused) && refused.Code == "file_download_failed" {
+		// ximd downloads user files from a host name only when it resolves to a public
+		// address (its download guard); an internal target must be named by its IP.
+		return fail("%v (if -target-url names an internal host, give its IP address instead)", err)
+	}
 	if err != nil {
 		return errored(err)
 	}

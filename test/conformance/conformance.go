@@ -12,6 +12,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -133,6 +134,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if cfg.TargetURL == "" {
 		cfg.TargetURL = "http://" + ln.Addr().String()
+	}
+	if u, err := url.Parse(cfg.TargetURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ln.Close()
+		return Report{}, fmt.Errorf("conformance: target URL %q: want http(s)://host[:port]", cfg.TargetURL)
 	}
 	s := &session{cfg: cfg, ctx: ctx, run: randomHex(4), secret: randomHex(16), http: &http.Client{Timeout: cfg.Wait}}
 	s.target = newTarget(ln, strings.TrimSuffix(cfg.TargetURL, "/"), []byte(s.secret))
@@ -342,10 +347,27 @@ func (s *session) userMessage(channel, targetMessageID, text string, files []map
 		MessageID string `json:"message_id"`
 	}
 	if status != http.StatusAccepted || json.Unmarshal(resp, &got) != nil || got.MessageID == "" {
-		return "", fmt.Errorf("POST /v1/targets/webhook/%s/messages: %d %s", channel, status, oneLine(resp))
+		e := &edgeError{Request: "POST /v1/targets/webhook/" + channel + "/messages", Status: status, Body: oneLine(resp)}
+		var body struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(resp, &body) == nil {
+			e.Code = body.Code
+		}
+		return "", e
 	}
 	return got.MessageID, nil
 }
+
+// edgeError is a refusal by the HTTP edge.
+type edgeError struct {
+	Request string
+	Status  int
+	Code    string // the error body's code, if any
+	Body    string
+}
+
+func (e *edgeError) Error() string { return fmt.Sprintf("%s: %d %s", e.Request, e.Status, e.Body) }
 
 // postSigned posts raw to the channel's webhook inbound route signed with secret.
 func (s *session) postSigned(channel string, raw []byte, secret string) (int, []byte, error) {
