@@ -274,16 +274,38 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	buf.mu.Unlock()
 }
 
-// Finish ends a message's buffer at its final (P-STATE-5): it stops the display and waits for
-// a call in flight, so the message's record holds the final word on what the target shows.
-func (a *Assembler) Finish(ctx context.Context, channel, messageID string) error {
-	_, err := a.FinishHandle(ctx, channel, messageID)
-	return err
+// FinishHandle ends a message's buffer at its final (P-STATE-5): it stops the display and
+// waits for a call in flight, so the message's record holds the final word on what the target
+// shows. It returns the target message this worker created for the message ("" when none) and
+// whether this worker held a buffer of it.
+func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string) (string, bool, error) {
+	buf := a.take(channel, messageID)
+	if buf == nil {
+		return "", false, nil
+	}
+	buf.mu.Lock()
+	done := buf.done
+	buf.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return "", true, ctx.Err()
+		}
+	}
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	return buf.targetID, true, nil
 }
 
-// FinishHandle is Finish that also returns the target message this worker created for the
-// message ("" when none).
-func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string) (string, error) {
+// Forget drops a message's buffer because its final was delivered by another worker (a finish
+// notice): the display stops after any call in flight, which the message's record keeps from
+// touching the final (P-STATE-5).
+func (a *Assembler) Forget(channel, messageID string) { a.take(channel, messageID) }
+
+// take removes a message's buffer (live or draining) and stops its display; nil when there is
+// none.
+func (a *Assembler) take(channel, messageID string) *buffer {
 	k := bufKey{channel, messageID}
 	a.mu.Lock()
 	buf := a.buffers[k]
@@ -297,25 +319,15 @@ func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string)
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	a.mu.Unlock()
 	if buf == nil {
-		return "", nil
+		return nil
 	}
 	buf.mu.Lock()
-	done := buf.done
 	if buf.stop != nil {
 		close(buf.stop)
 		buf.stop = nil
 	}
 	buf.mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-	buf.mu.Lock()
-	defer buf.mu.Unlock()
-	return buf.targetID, nil
+	return buf
 }
 
 // kick starts the buffer's display loop unless one runs; buf.mu is held.

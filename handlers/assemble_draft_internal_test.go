@@ -73,7 +73,7 @@ func TestAssemble_DraftPreviewRenewedWhileTheMessageWaits(t *testing.T) {
 	if d := tg.drafts(); d[len(d)-1] != "Hello there" {
 		t.Fatalf("renewed draft %q", d[len(d)-1])
 	}
-	if _, err := asm.FinishHandle(ctx, "c1", "m1"); err != nil {
+	if _, _, err := asm.FinishHandle(ctx, "c1", "m1"); err != nil {
 		t.Fatal(err)
 	}
 	n = len(tg.drafts())

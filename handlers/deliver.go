@@ -71,6 +71,9 @@ type DeliverConfig struct {
 	CacheSize int
 	// Worker names this worker in intent records.
 	Worker string
+	// Finished tells the assemble stage of another worker that a final was delivered here
+	// (nil: every stage runs in this process).
+	Finished FinishNotifier
 }
 
 // Deliverer delivers finals (chat.message from xAgent) exactly once per message_id:
@@ -200,9 +203,12 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 	// The record is this final's: no display call starts from here on. Stop the streamed
 	// display and wait for a call in flight; a message this process created but could not record
 	// is edited, never created again.
-	shownID, err := d.assemble.FinishHandle(ctx, b.Channel, msg.MessageID)
+	shownID, held, err := d.assemble.FinishHandle(ctx, b.Channel, msg.MessageID)
 	if err != nil {
 		return profile.Ack{}, err
+	}
+	if !held && d.cfg.Finished != nil {
+		d.cfg.Finished.NotifyFinished(b.Channel, msg.MessageID, at)
 	}
 	if intent.TargetMessageID == "" && shownID != "" {
 		intent.TargetMessageID = shownID

@@ -10,4 +10,6 @@
 //	xim.poison.<consumer>                messages a stage gave up on (stream XIM_POISON)
 //	xim.gw.<gateway>.reply               replies (acks, error packets) to one gateway (core NATS)
 //	xim.ctl.stats                        scatter request answered by every worker (core NATS)
+//	xim.ctl.clear.<instance>.<channel>   clear a channel's status on the activity stage's worker (core NATS)
+//	xim.ctl.finished.<instance>.<channel> a message is final: drop its delta buffer (core NATS)
 package subjects

@@ -36,6 +36,7 @@ const (
 	outRoot    = "xim.out"
 	replyRoot  = "xim.reply"
 	clearRoot  = "xim.ctl.clear"
+	finishRoot = "xim.ctl.finished"
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
@@ -103,8 +104,32 @@ func ClearRequests(instance string) (string, error) {
 }
 
 // ChannelOfClearRequest is the channel of a ClearRequest subject ("" when it has another form).
-func ChannelOfClearRequest(subject string) string {
-	rest, ok := strings.CutPrefix(subject, clearRoot+".")
+func ChannelOfClearRequest(subject string) string { return channelAfter(clearRoot, subject) }
+
+// FinishNotice is the core NATS subject on which a deliver stage tells worker instance (the one
+// serving the channel's assemble partition) that a message of the channel is final, so that it
+// drops the message's delta buffer (P-STATE-5); the payload is the message_id.
+func FinishNotice(instance, channel string) (string, error) {
+	if err := tokens(instance, channel); err != nil {
+		return "", err
+	}
+	return finishRoot + "." + instance + "." + channel, nil
+}
+
+// FinishNotices is the subject of every finish notice addressed to worker instance.
+func FinishNotices(instance string) (string, error) {
+	if err := Token(instance); err != nil {
+		return "", err
+	}
+	return finishRoot + "." + instance + ".*", nil
+}
+
+// ChannelOfFinishNotice is the channel of a FinishNotice subject ("" when it has another form).
+func ChannelOfFinishNotice(subject string) string { return channelAfter(finishRoot, subject) }
+
+// channelAfter is the channel of a subject root.<instance>.<channel> ("" when it has another form).
+func channelAfter(root, subject string) string {
+	rest, ok := strings.CutPrefix(subject, root+".")
 	if !ok {
 		return ""
 	}

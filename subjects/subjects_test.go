@@ -114,6 +114,20 @@ func TestPartitionNames(t *testing.T) {
 			t.Errorf("ChannelOfClearRequest(%q) = %q", bad, ch)
 		}
 	}
+	if s, _ := subjects.FinishNotice("w1", "cch_1"); s != "xim.ctl.finished.w1.cch_1" {
+		t.Fatalf("FinishNotice = %q", s)
+	}
+	if s, _ := subjects.FinishNotices("w1"); s != "xim.ctl.finished.w1.*" {
+		t.Fatalf("FinishNotices = %q", s)
+	}
+	if _, err := subjects.FinishNotice("w1", "a.b"); err == nil {
+		t.Fatal("FinishNotice took an unsafe channel")
+	}
+	for subject, want := range map[string]string{"xim.ctl.finished.w1.cch_1": "cch_1", "xim.ctl.finished.w1": "", "xim.ctl.clear.w1.cch_1": ""} {
+		if got := subjects.ChannelOfFinishNotice(subject); got != want {
+			t.Errorf("ChannelOfFinishNotice(%q) = %q, want %q", subject, got, want)
+		}
+	}
 	if p := subjects.PartitionOfStored("xim.part.7.c.delta"); p != 7 {
 		t.Fatalf("PartitionOfStored = %d", p)
 	}

@@ -137,24 +137,50 @@ func validPublicURL(raw string) error {
 // Provision creates the file bucket, or updates it to cfg, idempotently; it is safe to run from
 // several processes at once. Zero fields of cfg take their defaults; PublicURL and LinkTTL are
 // not needed here.
+//
+// With replicas, the bucket's reads go to its stream leader: a direct get (the Object Store's
+// default) is answered by any replica, which may not have applied an upload yet, and a final
+// naming a file the gateway had just stored would be refused file_not_found. An existing bucket
+// is updated through its stream, so that no process ever binds to it while direct gets are on.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := errors.Join(cfg.validateBucket()...); err != nil {
 		return fmt.Errorf("provision files: %w", err)
 	}
-	_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      cfg.Bucket,
-		Description: "ximd Transfer Plane: uploaded files, named by file_ref",
-		TTL:         cfg.TTL,
-		MaxBytes:    cfg.MaxBucketBytes,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-	})
+	name := subjects.ObjectStream(cfg.Bucket)
+	stream, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      cfg.Bucket,
+			Description: bucketDescription,
+			TTL:         cfg.TTL,
+			MaxBytes:    cfg.MaxBucketBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+		}
+		stream, err = js.Stream(ctx, name)
+	}
 	if err != nil {
+		return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+	}
+	sc := stream.CachedInfo().Config
+	want := sc
+	want.Description, want.MaxAge, want.MaxBytes, want.Replicas = bucketDescription, cfg.TTL, cfg.MaxBucketBytes, cfg.Replicas
+	want.AllowDirect = cfg.Replicas <= 1
+	if want.Description == sc.Description && want.MaxAge == sc.MaxAge && want.MaxBytes == sc.MaxBytes &&
+		want.Replicas == sc.Replicas && want.AllowDirect == sc.AllowDirect {
+		return nil
+	}
+	if _, err := js.UpdateStream(ctx, want); err != nil {
 		return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
 	}
 	return nil
 }
+
+const bucketDescription = "ximd Transfer Plane: uploaded files, named by file_ref"
 
 func validBucket(name string) bool {
 	if name == "" {

@@ -317,6 +317,8 @@ type worker struct {
 	// counts those being answered).
 	runsActivity bool
 	clears       sync.WaitGroup
+	// runsAssemble: this worker runs the assemble stage and takes finish notices.
+	runsAssemble bool
 }
 
 func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
@@ -370,6 +372,7 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	w.activity = handlers.NewActivity(handlers.ActivityConfig{Timeout: n.cfg.ActivityTimeout, CallTimeout: n.cfg.TargetTimeout,
 		Leases: leases, Resolve: targets.Resolve, Pacer: pacer}, m, w.log)
 	clear := &handlers.Clearer{Owner: func(p int) string { return w.mem.Owner(stageActivity, p) }, Self: n.cfg.Instance, Req: nc, Logger: w.log}
+	w.runsAssemble = n.runs(stageAssemble)
 	if w.runsActivity = n.runs(stageActivity); w.runsActivity {
 		clear.Local = w.activity
 	}
@@ -378,7 +381,8 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		// The deliver stage of p is this worker's, and has been for a while: a hand-over can leave
 		// a partition's deliver and assemble stages on different workers until every pin moved.
 		DeliverLocal: func(p int) bool { return w.mem.Owns(stageDeliver, p) && w.mem.SteadyFor(handOverWindow) }}, records, clear, pacer, m, w.log)
-	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process},
+	finisher := &handlers.Finisher{Owner: func(p int) string { return w.mem.Owner(stageAssemble, p) }, Self: n.cfg.Instance, Pub: nc, Logger: w.log}
+	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process, Finished: finisher},
 		records, fileResolver{fs}, w.asm, clear, pacer, replies, m, w.log)
 	stages := handlers.NewStages(profile.Default(), targets, w.asm, del, w.activity, w.outbox, replies, m, w.log)
 	reg.OnChange(func(id string, open bool) {
@@ -399,6 +403,7 @@ const handOverWindow = 3 * pipeline.StagePinnedTTL
 const (
 	stageDeliver  = "deliver"
 	stageActivity = "activity"
+	stageAssemble = "assemble"
 )
 
 // subscribeStages adds a router handler per partition of every stage this worker runs: each a
@@ -448,8 +453,8 @@ func (n *Node) subscribeStages(js jetstream.JetStream, stages *handlers.Stages, 
 	return nil
 }
 
-// listen answers the per-channel stats scatter and, with the activity stage, the status clear
-// notices of stages in other processes.
+// listen answers the per-channel stats scatter; with the assemble stage it takes the finish
+// notices of deliver stages in other processes, with the activity stage their status clears.
 func (w *worker) listen(nc *nats.Conn, stages *handlers.Stages) error {
 	statsSub, err := nc.Subscribe(subjects.StatsRequest, func(msg *nats.Msg) {
 		ch := string(msg.Data)
@@ -459,6 +464,21 @@ func (w *worker) listen(nc *nats.Conn, stages *handlers.Stages) error {
 		return err
 	}
 	w.subs = append(w.subs, statsSub)
+	if w.runsAssemble {
+		subject, err := subjects.FinishNotices(w.instance)
+		if err != nil {
+			return err
+		}
+		finishSub, err := nc.Subscribe(subject, func(msg *nats.Msg) {
+			if ch := subjects.ChannelOfFinishNotice(msg.Subject); ch != "" {
+				w.asm.Forget(ch, string(msg.Data))
+			}
+		})
+		if err != nil {
+			return err
+		}
+		w.subs = append(w.subs, finishSub)
+	}
 	if !w.runsActivity {
 		return nil
 	}
