@@ -52,6 +52,7 @@ var checks = []check{
 	{"delta-then-final", "P-MSG-11", "deltas then a final: one target message, edited, ending with the final text", streamed, checkDeltaThenFinal},
 	{"direct-final", "P-MSG-13", "a final with no delta: one target message with the final text", streamed, checkDirectFinal},
 	{"retransmit-duplicate", "P-ACK-4", "a final sent again (new packet_id) is answered duplicate, target untouched", streamed, checkRetransmitDuplicate},
+	{"retransmit-in-flight", "P-ACK-4", "a final sent again while the first is at the target: duplicate, shown once", streamed, checkRetransmitInFlight},
 	{"idempotent-by-message-id", "P-MSG-9", "two finals with the same text and different message_ids are two messages", streamed, checkIdempotentByMessageID},
 	{"message-id-conflict", "P-STATE-6", "another text or file list under a completed message_id: message_id_conflict", streamed, checkMessageIDConflict},
 	{"ack-matches", "P-ACK-2", "each ack's reply_to, channel and message_id are its final's (P-ACK-1)", noChannel, checkAckMatches},
@@ -76,10 +77,13 @@ var checks = []check{
 	{"delta-retransmit-once", "P-DLT-2", "a delta sent twice is applied once", streamed, checkDeltaRetransmit},
 	{"delta-after-final", "edge-5.2", "a delta for a completed message is ignored silently", streamed, checkDeltaAfterFinal},
 	{"invalid-final", "P-ERR-3", "a final without text and files, with an unknown key or file type: invalid_packet", streamed, checkInvalidFinal},
+	{"malformed-frame", "edge-5", "a frame that is not a packet is error invalid_packet; the connection goes on", streamed, checkMalformedFrame},
+	{"unsupported-schema", "edge-5", "a packet of another schema is error unsupported_schema, not processed", streamed, checkUnsupportedSchema},
 	{"channel-not-open", "P-ERR-2", "a packet for a channel that is not open gets error channel_not_open", noChannel, checkChannelNotOpen},
 	{"accepted-after-target", "P-MSG-12", "accepted is sent only after the target answered", streamed, checkAcceptedAfterTarget},
 	{"target-failure-codes", "P-ERR-5", "target 503/401/400: rejected with a stable code and retryable, never accepted", noChannel, checkTargetFailures},
 	{"tool-invoke", "edge-8", "IM tools: one tool.result each, idempotent by invocation_id, errors coded", streamed, checkToolInvoke},
+	{"tool-after-final", "edge-8", "a tool's message reaches the target after the finals sent before it", streamed, checkToolAfterFinal},
 	{"token-required", "edge-2", "the API and the WebSocket refuse a missing token; user input a bad signature", noChannel, checkTokenRequired},
 	{"channel-delete", "P-STATE-7", "a deleted channel is gone: 404, later packets channel_not_open", streamed, checkChannelDelete},
 	{"target-signatures", "edge-7.1", "every target call of the run carried valid V1 and V2 signatures", noChannel, checkTargetSignatures},
@@ -1363,4 +1367,123 @@ func checkTargetSignatures(s *session, _ string) verdict {
 		}
 	}
 	return pass("all %d target calls of the run: X-Xim-Signature and -V2 (timestamp) verify", len(all))
+}
+
+func checkRetransmitInFlight(s *session, ch string) verdict {
+	const delay = 500 * time.Millisecond
+	s.target.answerWith(ch, func(call) answer { return answer{Status: http.StatusOK, Delay: delay} })
+	msg, text := s.newID("msg"), "Sent again while the first is on its way."
+	first, err := s.final(ch, msg, text)
+	if err != nil {
+		return errored(err)
+	}
+	if _, ok := s.calls(ch, func(c []call) bool { return len(c) > 0 }); !ok {
+		return fail("the final reached no target call within %s", s.cfg.Wait)
+	}
+	again, err := s.final(ch, msg, text)
+	if err != nil {
+		return errored(err)
+	}
+	got := map[string]string{}
+	for _, pkt := range []string{first, again} {
+		p, a, err := s.ackOf(ch, pkt, msg)
+		if err != nil {
+			return errored(err)
+		}
+		got[p.ReplyTo] = a.Status
+	}
+	if got[first] != "accepted" || got[again] != "duplicate" {
+		return fail("first and in-flight retransmission answered %q and %q, want accepted and duplicate", got[first], got[again])
+	}
+	if calls := messageCalls(s.settled(ch)); len(calls) != 1 {
+		return fail("a retransmission during the target call: %s, want one POST", describe(calls))
+	}
+	return pass("retransmitted while the target took %s: accepted, then duplicate; one POST", delay)
+}
+
+func checkToolAfterFinal(s *session, ch string) verdict {
+	s.target.answerWith(ch, func(c call) answer {
+		if c.Body["reply_to_target_message_id"] == nil && strings.Contains(c.text(), "final") {
+			return answer{Status: http.StatusOK, Delay: 300 * time.Millisecond} // the final takes its time
+		}
+		return answer{Status: http.StatusOK}
+	})
+	msg := s.newID("msg")
+	finalPkt, err := s.final(ch, msg, "The final comes first.")
+	if err != nil {
+		return errored(err)
+	}
+	toolPkt, err := s.send(ch, "tool.invoke", map[string]any{"invocation_id": s.newID("inv"), "tool": "im.send_message", "arguments": map[string]any{"text": "The tool comes second."}})
+	if err != nil {
+		return errored(err)
+	}
+	if _, a, err := s.ackOf(ch, finalPkt, msg); err != nil || a.Status != "accepted" {
+		return fail("final: %s %v, want accepted", a, err)
+	}
+	if _, ok := s.agent.box(ch).within(s.ctx, s.cfg.Wait, func(p packet) bool { return p.ReplyTo == toolPkt }); !ok {
+		return fail("no tool.result within %s", s.cfg.Wait)
+	}
+	posts := filter(s.target.of(ch), call.isPost)
+	if len(posts) != 2 || !strings.Contains(posts[0].text(), "final") {
+		return fail("target messages in the order %s, want the final, then the tool's", texts(posts))
+	}
+	return pass("final (target answering after 300ms), then tool.invoke: the target got them in that order")
+}
+
+// texts lists the calls' texts, quoted.
+func texts(calls []call) string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = fmt.Sprintf("%q", c.text())
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+func checkMalformedFrame(s *session, ch string) verdict {
+	if err := s.agent.sendRaw(s.ctx, []byte(`{"this is": not json`)); err != nil {
+		return errored(err)
+	}
+	// An error about a frame without a readable packet_id names no channel.
+	p, ok := s.agent.box("").within(s.ctx, s.cfg.Wait, func(p packet) bool { return p.Type == "error" })
+	if !ok {
+		return fail("a frame that is not JSON: no error packet within %s", s.cfg.Wait)
+	}
+	if e := p.ack(); e.Code != "invalid_packet" {
+		return fail("a frame that is not JSON: error %s, want invalid_packet", e.Code)
+	}
+	pkt := s.newID("pkt")
+	if err := s.agent.sendRaw(s.ctx, []byte(`{"schema":"xagent.connector.packet/v1","packet_id":"`+pkt+`","connector_channel_id":"`+ch+`","time":1}`)); err != nil {
+		return errored(err)
+	}
+	e, err := s.errorOf(ch, pkt)
+	if err != nil {
+		return fail("a packet without type: %v", err)
+	}
+	if e.Code != "invalid_packet" {
+		return fail("a packet without type: error %s, want invalid_packet", e.Code)
+	}
+	if _, err := s.finalAccepted(ch, s.newID("msg"), "The connection goes on."); err != nil {
+		return fail("after the malformed frames: %v", err)
+	}
+	return pass("not JSON, no type -> error invalid_packet (reply_to when readable); a final then accepted")
+}
+
+func checkUnsupportedSchema(s *session, ch string) verdict {
+	pkt, msg := s.newID("pkt"), s.newID("msg")
+	b, _ := json.Marshal(map[string]any{"schema": "xagent.connector.packet/v2", "packet_id": pkt, "connector_channel_id": ch,
+		"type": "chat.message", "time": time.Now().UnixMilli(), "payload": map[string]any{"message_id": msg, "text": "From the future."}})
+	if err := s.agent.sendRaw(s.ctx, b); err != nil {
+		return errored(err)
+	}
+	e, err := s.errorOf(ch, pkt)
+	if err != nil {
+		return errored(err)
+	}
+	if e.Code != "unsupported_schema" {
+		return fail("schema xagent.connector.packet/v2: error %s, want unsupported_schema", e.Code)
+	}
+	if calls := s.settled(ch); len(calls) > 0 {
+		return fail("a packet of another schema reached the target: %s", describe(calls))
+	}
+	return pass("schema xagent.connector.packet/v2 -> error unsupported_schema; target untouched")
 }

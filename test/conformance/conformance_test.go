@@ -144,6 +144,15 @@ func TestBrokenEdgesFailTheirChecks(t *testing.T) {
 		}))}, "session-sync-dropped", "answered with chat.message.ack"},
 		{"user messages never sent again", edge{edgeProxy: wsProxy(dropResends())}, "user-msg-pending", "not sent again"},
 		{"streaming none shows deltas", edge{edgeProxy: wsProxy(streamAnyway{})}, "no-text-before-final", "before the final, want none"},
+		{"an in-flight retransmission is delivered again", edge{edgeProxy: wsProxy(renameRetransmission())}, "retransmit-in-flight", "want accepted and duplicate"},
+		{"errors about unreadable frames are lost", edge{edgeProxy: wsProxy(dropDown(func(m map[string]any) bool { return m["type"] == "error" && m["reply_to"] == nil }))},
+			"malformed-frame", "not JSON: no error packet"},
+		{"another schema taken as ours", edge{edgeProxy: wsProxy(rewriteUp(func(m map[string]any) {
+			if m["schema"] == "xagent.connector.packet/v2" {
+				m["schema"] = "xagent.connector.packet/v1"
+			}
+		}))}, "unsupported-schema", "want an error packet"},
+		{"a tool overtakes a final", edge{edgeProxy: wsProxy(&finalHolder{})}, "tool-after-final", "want the final, then the tool's"},
 		{"typing shown as a status", edge{targetProxy: targetProxy(typingAsThinking)}, "activity-degraded", `status "thinking"`},
 	}
 	for _, c := range cases {
@@ -301,6 +310,40 @@ func (u upRewriter) up(f []byte) [][]byte {
 	m := envelope(f)
 	u.f(m)
 	return [][]byte{encode(m)}
+}
+
+type downDropper struct {
+	passThrough
+	drop func(map[string]any) bool
+}
+
+// dropDown never passes on ximd's packets that drop accepts.
+func dropDown(drop func(map[string]any) bool) frames { return downDropper{drop: drop} }
+
+func (d downDropper) down(_ int, f []byte) [][]byte {
+	if d.drop(envelope(f)) {
+		return nil
+	}
+	return [][]byte{f}
+}
+
+// finalHolder passes each chat.message from xAgent after the frame that follows it.
+type finalHolder struct {
+	passThrough
+	mu   sync.Mutex
+	held [][]byte
+}
+
+func (h *finalHolder) up(f []byte) [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if envelope(f)["type"] == "chat.message" && len(h.held) == 0 {
+		h.held = append(h.held, f)
+		return nil
+	}
+	out := append([][]byte{f}, h.held...)
+	h.held = nil
+	return out
 }
 
 // spliceGaps renumbers deltas so that their sequences have no gap: 1, 3 becomes 1, 2.
