@@ -189,10 +189,7 @@ func (s *session) badDescriptor(method string, status int, body []byte) (verdict
 }
 
 func checkDescriptorRefusals(s *session, _ string) verdict {
-	ch := fmt.Sprintf("conformance-%s-refused", s.run)
-	s.mu.Lock()
-	s.channels = append(s.channels, ch)
-	s.mu.Unlock()
+	ch := s.scratch("refused")
 	cases := []struct {
 		name       string
 		connection map[string]any
@@ -810,7 +807,7 @@ func checkDeltaNoFiles(s *session, ch string) verdict {
 // --- section 11.10: no session sync ---
 
 func checkSessionSyncDropped(s *session, ch string) verdict {
-	never := fmt.Sprintf("conformance-%s-never", s.run)
+	never := s.scratch("never")
 	types := []string{"session.sync_request", "session.sync_message", "session.sync_end", "history.snapshot", "history.replay", "ui.projection"}
 	for _, typ := range types {
 		for _, c := range []string{ch, never} {
@@ -1185,7 +1182,7 @@ func checkInvalidFinal(s *session, ch string) verdict {
 }
 
 func checkChannelNotOpen(s *session, _ string) verdict {
-	ch := fmt.Sprintf("conformance-%s-closed", s.run)
+	ch := s.scratch("closed")
 	sends := []struct {
 		typ  string
 		send func() (string, error)

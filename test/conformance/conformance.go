@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -239,14 +240,24 @@ func (s *session) cleanup() {
 // newID returns a fresh id with prefix, unique in this run.
 func (s *session) newID(prefix string) string { return prefix + "_" + randomHex(8) }
 
+// scratch returns the channel id conformance-<run>-<suffix>, deleted when the run ends (whether
+// or not a check opens it).
+func (s *session) scratch(suffix string) string {
+	id := "conformance-" + s.run + "-" + suffix
+	s.mu.Lock()
+	s.channels = append(s.channels, id)
+	s.mu.Unlock()
+	return id
+}
+
 // channel opens a scratch channel bound to the target with the given streaming and activity
 // capabilities (chat_id = the channel id); it is deleted when the run ends.
 func (s *session) channel(streaming, activity string) (string, error) {
 	s.mu.Lock()
 	s.n++
-	id := fmt.Sprintf("conformance-%s-%d", s.run, s.n)
-	s.channels = append(s.channels, id)
+	n := s.n
 	s.mu.Unlock()
+	id := s.scratch(strconv.Itoa(n))
 	status, body, err := s.put(id, descriptor(id, s.webhookConfig(id, streaming, activity)))
 	if err != nil {
 		return "", err

@@ -573,3 +573,32 @@ func TestDocsListEveryCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalTargetNamedByHostNameIsExplained: ximd refuses to download user files from a host
+// name that resolves to an internal address, so inbound-file-url fails against a target URL
+// such as http://localhost:…, and its detail says to give the IP instead.
+func TestInternalTargetNamedByHostNameIsExplained(t *testing.T) {
+	n := startNode(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	cfg := conformance.Config{HTTPAddr: n.Addr, Token: n.Token, Only: regexp.MustCompile("^inbound-file-url$"),
+		Listener: ln, TargetURL: "http://localhost:" + port, Wait: 15 * time.Second}
+	rep, err := conformance.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := result(t, rep, "inbound-file-url")
+	if r.Status != conformance.Fail || !strings.Contains(r.Detail, "file_download_failed") || !strings.Contains(r.Detail, "give its IP address instead") {
+		t.Fatalf("inbound-file-url with a localhost target: %s %q, want a failure that says to give the IP", r.Status, r.Detail)
+	}
+}
+
+func TestMalformedTargetURLIsRefusedBeforeAnyCheck(t *testing.T) {
+	_, err := conformance.Run(context.Background(), conformance.Config{HTTPAddr: "127.0.0.1:1", Token: "t", TargetURL: "ftp://example.com"})
+	if err == nil || !strings.Contains(err.Error(), "want http(s)://host[:port]") {
+		t.Fatalf("ftp target URL: %v, want a refusal", err)
+	}
+}
