@@ -31,11 +31,14 @@ type AssembleConfig struct {
 	CallTimeout time.Duration
 	// Worker names this worker in records.
 	Worker string
-	// DeliverLocal reports whether this process serves partition p of the deliver stage, whose
-	// finals wait for display calls in flight in process. When it does not, each display edit
-	// takes a display lease in the message's record first (one KV write), which a final
-	// delivered elsewhere waits out. nil: always local.
-	DeliverLocal func(p int) bool
+	// DeliverLocal reports whether this process has served partition p of the deliver stage
+	// since `since`, with no change among the live workers since a hand-over window before it:
+	// every final of the partition since then is delivered in this process, which stops the
+	// message's display and waits for a display call in flight first. A display edit of a
+	// message whose buffer opened since then needs no read of its record; when the deliver stage
+	// is not local now, each edit takes a display lease in the record first (one KV write), which
+	// a final delivered elsewhere waits out. nil: always local.
+	DeliverLocal func(p int, since time.Time) bool
 }
 
 // Assembler applies deltas in sequence order (P-DLT-1/2, P-ERR-4) and displays them on `edit`
@@ -83,6 +86,7 @@ type buffer struct {
 	next     int64    // next expected sequence
 	hashes   []uint64 // hashes[i]: text hash of sequence i+1
 	text     []byte
+	opened   time.Time // when this worker opened the buffer (and read the message's record)
 	lastSeen time.Time
 	broken   bool // gap, cap or display failure: no more display
 	lost     bool // resumed after a restart: state before it is unknown
@@ -114,7 +118,7 @@ func NewAssembler(cfg AssembleConfig, rec *Records, clear StatusClearer, pacer *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.DeliverLocal == nil {
-		cfg.DeliverLocal = func(int) bool { return true }
+		cfg.DeliverLocal = func(int, time.Time) bool { return true }
 	}
 	return &Assembler{cfg: cfg, records: rec, clear: clear, pacer: pacer, metrics: m, logger: logger, seed: maphash.MakeSeed(), worker: cfg.Worker,
 		ctx: ctx, cancel: cancel, buffers: map[bufKey]*buffer{}, lru: list.New(), draining: map[bufKey]*buffer{}, evicted: newKeyRing(cfg.MaxBuffers)}
@@ -204,7 +208,8 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	if err != nil {
 		return nil, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err), nil
 	}
-	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, lastSeen: time.Now()}
+	now := time.Now()
+	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, opened: now, lastSeen: now}
 	if e, ok := target.EditorOf(b.Target); ok {
 		buf.edit = e
 	} else if d, ok := target.DrafterOf(b.Target); ok {
@@ -396,7 +401,7 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 		var newID string
 		var err error
 		if buf.draft != nil {
-			err = a.showDraft(buf, text)
+			err = a.showDraft(buf, text, at)
 		} else {
 			newID, err = a.show(buf, id, text, at)
 		}
@@ -435,12 +440,14 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 func (b *buffer) displayed() bool { return b.targetID != "" || b.drafted }
 
 // showDraft shows the text as a draft preview: no record, no target message. A final delivered
-// meanwhile (by another worker, after a partition hand-over) ends the drafts: its record tells,
+// meanwhile by another worker (after a partition hand-over) ends the drafts: its record tells,
 // one read per call as for edits.
-func (a *Assembler) showDraft(buf *buffer, text string) error {
+func (a *Assembler) showDraft(buf *buffer, text string, at Place) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
 	defer cancel()
-	if cur, rev, err := a.records.Get(ctx, buf.kv); err != nil {
+	if a.cfg.DeliverLocal(at.Partition, buf.opened) {
+		// Its final can only come through this process, which stops the drafts first.
+	} else if cur, rev, err := a.records.Get(ctx, buf.kv); err != nil {
 		return err
 	} else if rev != 0 && cur.State != StateDisplaying {
 		return errMessageFinal
@@ -505,6 +512,15 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 			return id, err
 		}
 	}
+	if a.cfg.DeliverLocal(at.Partition, buf.opened) {
+		// Every final of the message since its buffer opened (with a read of its record) comes
+		// through this process, whose FinishHandle stops this display and waits for this call
+		// before the final's own: no read needed.
+		start := time.Now()
+		err := buf.edit.Edit(ctx, id, target.Message{Text: text})
+		a.observe(buf.bind.Adapter, "edit", start, err)
+		return id, err
+	}
 	// Another worker may have taken the message's partition over and delivered its final: an
 	// edit now would show partial text after it. The record tells (one read per display call,
 	// which XIM_EDIT_INTERVAL spaces out).
@@ -515,7 +531,7 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 	if rev != 0 && (cur.State != StateDisplaying || cur.TargetMessageID != id) {
 		return id, errMessageFinal
 	}
-	leased := rev != 0 && !a.cfg.DeliverLocal(at.Partition)
+	leased := rev != 0 && !a.cfg.DeliverLocal(at.Partition, time.Now())
 	if leased {
 		// The final may be delivered by another process: take the display lease it waits out.
 		cur.Until = lease

@@ -36,10 +36,12 @@ func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer,
 	return &Stages{catalog: cat, targets: t, assemble: asm, deliver: del, activity: act, outbox: out, replies: rep, metrics: m, logger: logger}
 }
 
-// Handle is the Watermill handler of a partition. A returned error is an infrastructure failure
-// only (retried with back-off, then poisoned); protocol outcomes are replies.
+// Handle is the Watermill handler of a stage consumer. A returned error is an infrastructure
+// failure only (retried with back-off, then poisoned); protocol outcomes are replies. A stored
+// message holds one packet or several of one channel (subjects.HeaderFrames), handled in order;
+// when one fails, the message comes again and the packets before it are handled again, which the
+// stages' idempotence makes harmless (a delta already applied is a retransmission).
 func (s *Stages) Handle(msg *message.Message) error {
-	ctx := msg.Context()
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
 	var received time.Time // first deliveries only
 	if n, _ := strconv.Atoi(msg.Metadata.Get(subjects.MetaNumDelivered)); n > 1 {
@@ -48,7 +50,24 @@ func (s *Stages) Handle(msg *message.Message) error {
 		received = time.Unix(0, at)
 		s.metrics.InboundAge.Observe(time.Since(received).Seconds())
 	}
-	env, err := profile.DecodeEnvelope(msg.Payload)
+	frames, err := subjects.SplitFrames(msg.Metadata.Get(subjects.HeaderFrames), msg.Payload)
+	if err != nil {
+		s.metrics.Packets.WithLabelValues("undecodable").Inc()
+		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
+		return nil
+	}
+	for _, frame := range frames {
+		if err := s.handle(msg, from, received, frame); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle validates one stored packet and hands it to the stage of its type.
+func (s *Stages) handle(msg *message.Message, from Origin, received time.Time, frame []byte) error {
+	ctx := msg.Context()
+	env, err := profile.DecodeEnvelope(frame)
 	if err != nil {
 		// Gateways store only decodable packets; anything else was published by someone else.
 		s.metrics.Packets.WithLabelValues("undecodable").Inc()
@@ -128,8 +147,22 @@ func (s *Stages) ChannelClosed(channel string) {
 // `rejected` `internal_error` with retryable=true (xAgent retransmits it later), a tool.invoke
 // its one tool.result with that error.
 func (s *Stages) PoisonHandler(msg *message.Message) error {
+	frames, err := subjects.SplitFrames(msg.Metadata.Get(subjects.HeaderFrames), msg.Payload)
+	if err != nil {
+		return nil
+	}
+	for _, frame := range frames {
+		if err := s.poisoned(msg, frame); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poisoned answers one packet of a message a stage gave up on.
+func (s *Stages) poisoned(msg *message.Message, frame []byte) error {
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
-	env, err := profile.DecodeEnvelope(msg.Payload)
+	env, err := profile.DecodeEnvelope(frame)
 	if err == nil && env.Type == profile.TypeToolInvoke {
 		var ti struct {
 			InvocationID string `json:"invocation_id"`

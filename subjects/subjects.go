@@ -347,7 +347,57 @@ const (
 	HeaderConn = "Xim-Conn"
 	// HeaderReceived is the gateway's receive time of a packet, Unix nanoseconds.
 	HeaderReceived = "Xim-Received"
+	// HeaderFrames marks an inbound message that carries several packets of its channel, all of
+	// one kind (a gateway stores a channel's deltas that arrive together as one message): the
+	// packets' byte lengths, comma-separated, in order; the payload is the packets one after the
+	// other. Absent, the payload is one packet. See JoinFrames and SplitFrames.
+	HeaderFrames = "Xim-Frames"
 )
+
+// JoinFrames makes the payload and the HeaderFrames value of an inbound message carrying
+// frames (at least two; one packet goes as it is, without the header).
+func JoinFrames(frames [][]byte) (payload []byte, lengths string) {
+	n := 0
+	for _, f := range frames {
+		n += len(f)
+	}
+	payload = make([]byte, 0, n)
+	l := make([]byte, 0, 5*len(frames))
+	for i, f := range frames {
+		payload = append(payload, f...)
+		if i > 0 {
+			l = append(l, ',')
+		}
+		l = strconv.AppendInt(l, int64(len(f)), 10)
+	}
+	return payload, string(l)
+}
+
+// ErrFrames reports an HeaderFrames value that does not describe its payload.
+var ErrFrames = errors.New("subjects: " + HeaderFrames + " does not match the payload")
+
+// SplitFrames returns the packets of an inbound message: its payload when lengths (its
+// HeaderFrames value) is empty, else the payload cut at the given lengths, which must add up to
+// it. The frames share the payload's memory.
+func SplitFrames(lengths string, payload []byte) ([][]byte, error) {
+	if lengths == "" {
+		return [][]byte{payload}, nil
+	}
+	frames := make([][]byte, 0, strings.Count(lengths, ",")+1)
+	rest := payload
+	for l := range strings.SplitSeq(lengths, ",") {
+		n, err := strconv.Atoi(l)
+		if err != nil || n <= 0 || n > len(rest) {
+			return nil, ErrFrames
+		}
+		frames = append(frames, rest[:n:n])
+		rest = rest[n:]
+	}
+	if len(rest) != 0 {
+		return nil, ErrFrames
+	}
+	return frames, nil
+}
 
 // Metadata keys the bus subscriber sets on every message it delivers to a stage (they replace NATS
 // headers of the same name).

@@ -195,3 +195,54 @@ func TestInvocationKey(t *testing.T) {
 		}
 	}
 }
+
+func TestFrames(t *testing.T) {
+	a, b, c := []byte(`{"a":1}`), []byte(`{"b":"x,y"}`), []byte(`{}`)
+	payload, lengths := subjects.JoinFrames([][]byte{a, b, c})
+	if lengths != "7,11,2" || string(payload) != `{"a":1}{"b":"x,y"}{}` {
+		t.Fatalf("JoinFrames = %q, %q", payload, lengths)
+	}
+	got, err := subjects.SplitFrames(lengths, payload)
+	if err != nil || len(got) != 3 || string(got[0]) != string(a) || string(got[1]) != string(b) || string(got[2]) != string(c) {
+		t.Fatalf("SplitFrames = %q, %v", got, err)
+	}
+	got[0] = append(got[0], 'x') // a frame's capacity ends with it: appending never overwrites the next
+	if string(got[1]) != string(b) {
+		t.Fatalf("appending to frame 0 changed frame 1: %q", got[1])
+	}
+	if one, err := subjects.SplitFrames("", payload); err != nil || len(one) != 1 || string(one[0]) != string(payload) {
+		t.Fatalf("SplitFrames without lengths = %q, %v", one, err)
+	}
+	for _, tt := range []struct{ name, lengths string }{
+		{"too long", "7,11,3"},
+		{"too short", "7,11"},
+		{"zero", "7,0,11,2"},
+		{"negative", "-7,27"},
+		{"not a number", "7,x,11"},
+		{"empty item", "7,,13"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := subjects.SplitFrames(tt.lengths, payload); !errors.Is(err, subjects.ErrFrames) {
+				t.Fatalf("subjects.SplitFrames(%q) error = %v, want ErrFrames", tt.lengths, err)
+			}
+		})
+	}
+}
+
+func FuzzSplitFrames(f *testing.F) {
+	f.Add("3,2", []byte("abcde"))
+	f.Add("", []byte("x"))
+	f.Fuzz(func(t *testing.T, lengths string, payload []byte) {
+		frames, err := subjects.SplitFrames(lengths, payload)
+		if err != nil {
+			return
+		}
+		var joined []byte
+		for _, fr := range frames {
+			joined = append(joined, fr...)
+		}
+		if string(joined) != string(payload) {
+			t.Fatalf("frames %q do not make up the payload %q", frames, payload)
+		}
+	})
+}

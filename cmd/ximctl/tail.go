@@ -108,7 +108,7 @@ func (t *tailer) run(ctx context.Context, nc *nats.Conn, stderr io.Writer) error
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			t.packet(m)
+			t.message(m)
 		case e, ok := <-updates:
 			if !ok {
 				return errors.New("outbox watch ended")
@@ -139,15 +139,28 @@ func (t *tailer) watchOutbox(ctx context.Context, nc *nats.Conn) (jetstream.KeyW
 	return kv.Watch(ctx, keys, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 }
 
-// packet prints an inbound packet (xim.in.<channel>.<kind>) or a reply (xim.gw.<gw>.reply).
-func (t *tailer) packet(m *nats.Msg) {
+// message prints the packets of an inbound message (xim.in.<channel>.<kind>: one packet, or a
+// channel's deltas stored together) or a reply (xim.gw.<gw>.reply).
+func (t *tailer) message(m *nats.Msg) {
 	dir := dirIn
 	if strings.HasSuffix(m.Subject, ".reply") {
 		dir = dirOut
 	}
+	frames, err := subjects.SplitFrames(m.Header.Get(subjects.HeaderFrames), m.Data)
+	if err != nil {
+		t.line(dir, "?", "?", "", "", fmt.Sprintf("unreadable message on %s: %v", m.Subject, err))
+		return
+	}
+	for _, f := range frames {
+		t.packet(dir, m.Subject, f)
+	}
+}
+
+// packet prints one packet.
+func (t *tailer) packet(dir, subject string, data []byte) {
 	var env profile.Envelope
-	if err := json.Unmarshal(m.Data, &env); err != nil {
-		t.line(dir, "?", "?", "", "", fmt.Sprintf("unreadable packet on %s: %v", m.Subject, err))
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.line(dir, "?", "?", "", "", fmt.Sprintf("unreadable packet on %s: %v", subject, err))
 		return
 	}
 	if t.channel != "" && env.ChannelID != t.channel { // replies of every channel share a subject

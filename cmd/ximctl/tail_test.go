@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
 
@@ -115,5 +117,50 @@ func TestTail_ShowsOneChannelBothWays(t *testing.T) {
 	t.Logf("ximctl tail printed:\n%s", tail.stdout.String())
 	if code := tail.stop(t); code != 0 {
 		t.Fatalf("tail exited %d: %s", code, tail.stderr.String())
+	}
+}
+
+// A channel's deltas stored together (one XIM_IN message, subjects.HeaderFrames) are shown one
+// line each, in order.
+func TestTail_ShowsEachPacketOfABatch(t *testing.T) {
+	t.Parallel()
+	n := startTestNode(t, nil)
+	const ch = "cch_tail_batch"
+	if err := n.OpenChannel(ch, startTarget(t).Config("edit", "none")); err != nil {
+		t.Fatal(err)
+	}
+	tail := startCommand(t, "tail", "-channel", ch, "-nats", n.NATSURL(), "-creds", filepath.Join(n.DataDir, node.NATSSeedFile))
+	pollUntil(t, "tail subscribed", func() bool { return strings.Contains(tail.stderr.String(), "tailing channel "+ch) })
+
+	var frames [][]byte
+	for i, text := range []string{"Hello ", "batched ", "world"} {
+		f, err := testkit.Packet(testkit.NewID("pkt"), ch, profile.TypeDelta, map[string]any{"message_id": "m_batch", "sequence": i + 1, "text": text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f)
+	}
+	nc, err := nats.Connect(n.NATSURL(), n.NATSOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subject, err := subjects.In(ch, "delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subject)
+	var lengths string
+	m.Data, lengths = subjects.JoinFrames(frames)
+	m.Header.Set(subjects.HeaderFrames, lengths)
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "three delta lines", func() bool { return len(linesWith(tail.stdout.String(), "chat.message.delta")) == 3 })
+	for i, want := range [][]string{{"#1", `"Hello "`}, {"#2", `"batched "`}, {"#3", `"world"`}} {
+		l := linesWith(tail.stdout.String(), "chat.message.delta")[i]
+		if !strings.Contains(l, want[0]) || !strings.Contains(l, want[1]) {
+			t.Fatalf("line %d %q lacks %q", i, l, want)
+		}
 	}
 }

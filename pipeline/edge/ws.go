@@ -94,6 +94,7 @@ type gatewayMetrics struct {
 	conns     prometheus.Gauge
 	replies   *prometheus.CounterVec
 	published prometheus.Counter
+	messages  prometheus.Counter
 	refused   prometheus.Counter
 }
 
@@ -114,12 +115,15 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ximd_gateway_packets_stored_total", Help: "Packets made durable in XIM_IN.",
 		}),
+		messages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ximd_gateway_messages_stored_total", Help: "Messages published to XIM_IN: one a packet, or one a channel's deltas that arrived together (packets stored / messages stored is the mean batch).",
+		}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ximd_gateway_connections_refused_total", Help: "WebSocket upgrades refused because XIM_MAX_CONNECTIONS connections were live.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.frames, m.dropped, m.conns, m.replies, m.published, m.refused)
+		reg.MustRegister(m.frames, m.dropped, m.conns, m.replies, m.published, m.messages, m.refused)
 	}
 	return m
 }
@@ -249,16 +253,35 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.wg.Add(1)
 	go g.writeLoop(ctx, c)
 	g.logger.Info("agent_connected", "conn", c.id, "remote", r.RemoteAddr)
+	// The reader reads ahead while this goroutine checks and publishes; what has queued up when a
+	// frame is handled is batched (see batches), and everything pending is published once the
+	// queue is empty.
+	frames := make(chan []byte, frameQueue)
+	go g.readLoop(ctx, c, frames)
+	bs := newBatches()
+	for frame := range frames {
+		g.handleFrame(ctx, c, frame, bs)
+		if len(frames) == 0 {
+			for ch := range bs.pending {
+				g.publishBatch(c, bs.take(ch))
+			}
+		}
+	}
+}
+
+// readLoop reads a connection's frames into frames (closed when the connection ends), answering
+// those too large or not text itself.
+func (g *Gateway) readLoop(ctx context.Context, c *wsConn, frames chan<- []byte) {
+	defer close(frames)
 	buf := make([]byte, 0, 4096)
 	for {
-		typ, rd, err := ws.Reader(ctx)
+		typ, rd, err := c.ws.Reader(ctx)
 		if err != nil {
 			g.logger.Info("agent_disconnected", "conn", c.id, "reason", websocket.CloseStatus(err).String())
 			c.close(websocket.StatusNormalClosure, "")
 			return
 		}
-		buf = buf[:0]
-		frame, tooLarge, err := readFrame(rd, buf, g.cfg.MaxPacketBytes)
+		frame, tooLarge, err := readFrame(rd, buf[:0], g.cfg.MaxPacketBytes)
 		if err != nil {
 			g.logger.Info("agent_disconnected", "conn", c.id, "err", err)
 			c.close(websocket.StatusMessageTooBig, "frame above the drain limit")
@@ -275,7 +298,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.replyError(c, profile.Envelope{}, profile.Errorf(profile.CodeInvalidPacket, "binary frames are not packets"))
 			continue
 		}
-		g.handleFrame(ctx, c, frame)
+		frames <- append([]byte(nil), frame...)
 	}
 }
 
@@ -304,8 +327,10 @@ func readFrame(r io.Reader, buf []byte, max int64) ([]byte, bool, error) {
 	return buf, true, nil
 }
 
-// handleFrame applies edge-api §5 steps 1-4 to one frame.
-func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
+// handleFrame applies edge-api §5 steps 1-4 to one frame: a delta joins its channel's batch,
+// any other packet is published after the batch of its channel.
+func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte, bs *batches) {
+	received := time.Now()
 	env, err := profile.DecodeEnvelope(frame)
 	if err != nil {
 		g.metrics.frames.WithLabelValues("invalid").Inc()
@@ -345,8 +370,27 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 		g.replyError(c, env, profile.Errorf(profile.CodeInvalidPacket, "%v", err))
 		return
 	}
-	m := nats.NewMsg(subject)
-	if pt.Answered {
+	if env.Type == profile.TypeDelta {
+		if full := bs.add(ctx, env.ChannelID, subject, received, frame); full != nil {
+			g.publishBatch(c, full)
+		}
+		return
+	}
+	if b := bs.take(env.ChannelID); b != nil {
+		g.publishBatch(c, b) // the channel's deltas before its next packet
+	}
+	b := &batch{subject: subject, ctx: ctx, received: received, frames: [][]byte{frame}, bytes: len(frame)}
+	g.publish(c, b, pt.Answered)
+}
+
+// publishBatch publishes a batch of deltas (see batches).
+func (g *Gateway) publishBatch(c *wsConn, b *batch) { g.publish(c, b, false) }
+
+// publish stores one packet, or a channel's batch of deltas, in XIM_IN (asynchronously: a failed
+// publish is handled by publishFailed).
+func (g *Gateway) publish(c *wsConn, b *batch, answered bool) {
+	m := nats.NewMsg(b.subject)
+	if answered {
 		// This transmission is stored once however often its publish is retried: one answer per
 		// frame. The id names the transmission, not the packet_id: a frame xAgent sends again,
 		// even byte for byte, is answered again. Other packets go without (the stages are
@@ -356,21 +400,30 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte) {
 	}
 	m.Header.Set(subjects.HeaderGateway, g.cfg.ID)
 	m.Header.Set(subjects.HeaderConn, c.id)
-	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(time.Now().UnixNano(), 10))
-	m.Data = append([]byte(nil), frame...)
+	m.Header.Set(subjects.HeaderReceived, strconv.FormatInt(b.received.UnixNano(), 10))
+	var lengths string
+	m.Data, lengths = b.payload()
+	if lengths != "" {
+		m.Header.Set(subjects.HeaderFrames, lengths)
+	}
 	// The publish span ends when the publish is handed to the connection (its acknowledgement
 	// comes asynchronously); its context, in the headers, is the stage span's parent.
-	pctx, publish := tracer.Start(ctx, "publish "+subjects.StreamIn, trace.WithSpanKind(trace.SpanKindProducer))
+	pctx, span := tracer.Start(b.ctx, "publish "+subjects.StreamIn, trace.WithSpanKind(trace.SpanKindProducer))
 	otel.GetTextMapPropagator().Inject(pctx, handlers.NATSHeaderCarrier(m.Header))
-	_, err = g.js.PublishMsgAsync(m)
-	publish.End()
+	_, err := g.js.PublishMsgAsync(m)
+	span.End()
+	n := float64(len(b.frames))
 	if err != nil {
-		g.metrics.frames.WithLabelValues("publish_failed").Inc()
-		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
+		g.metrics.frames.WithLabelValues("publish_failed").Add(n)
+		for _, f := range b.frames {
+			env, _ := profile.DecodeEnvelope(f)
+			g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
+		}
 		return
 	}
-	g.metrics.frames.WithLabelValues("stored").Inc()
-	g.metrics.published.Inc()
+	g.metrics.frames.WithLabelValues("stored").Add(n)
+	g.metrics.published.Add(n)
+	g.metrics.messages.Inc()
 }
 
 // publishFailed handles a publish JetStream did not acknowledge. A refusal (stream full) is
@@ -400,13 +453,20 @@ func (g *Gateway) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
 		})
 		return
 	}
-	g.metrics.frames.WithLabelValues("publish_failed").Inc()
-	g.logger.Warn("packet_not_stored", "subject", m.Subject, "attempt", attempt, "err", err)
-	env, _ := profile.DecodeEnvelope(m.Data)
+	frames, ferr := subjects.SplitFrames(m.Header.Get(subjects.HeaderFrames), m.Data)
+	if ferr != nil { // never: the gateway set both
+		frames = [][]byte{m.Data}
+	}
+	g.metrics.frames.WithLabelValues("publish_failed").Add(float64(len(frames)))
+	g.logger.Warn("packet_not_stored", "subject", m.Subject, "packets", len(frames), "attempt", attempt, "err", err)
 	g.mu.RLock()
 	c := g.conns[m.Header.Get(subjects.HeaderConn)]
 	g.mu.RUnlock()
-	if c != nil {
+	if c == nil {
+		return
+	}
+	for _, f := range frames {
+		env, _ := profile.DecodeEnvelope(f)
 		g.replyError(c, env, profile.Errorf(profile.CodeUnavailable, "packet not stored, send it again"))
 	}
 }

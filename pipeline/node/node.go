@@ -380,7 +380,9 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		EditInterval: n.cfg.EditInterval, CallTimeout: n.cfg.TargetTimeout, Worker: process,
 		// The deliver stage of p is this worker's, and has been for a while: a hand-over can leave
 		// a partition's deliver and assemble stages on different workers until every pin moved.
-		DeliverLocal: func(p int) bool { return w.mem.Owns(stageDeliver, p) && w.mem.SteadyFor(handOverWindow) }}, records, clear, pacer, m, w.log)
+		DeliverLocal: func(p int, since time.Time) bool {
+			return w.mem.Owns(stageDeliver, p) && w.mem.SteadyFor(handOverWindow+time.Since(since))
+		}}, records, clear, pacer, m, w.log)
 	finisher := &handlers.Finisher{Owner: func(p int) string { return w.mem.Owner(stageAssemble, p) }, Self: n.cfg.Instance, Pub: nc, Logger: w.log}
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process, Finished: finisher},
 		records, fileResolver{fs}, w.asm, clear, pacer, replies, m, w.log)

@@ -37,16 +37,19 @@ const (
 	IdempotencyKeyHeader = "Idempotency-Key"
 	// MaxResponseBytes is the most of an answer's body that is read.
 	MaxResponseBytes = 64 << 10
-	// MaxIdleConnsPerHost of the default transport: enough keep-alive
-	// connections for one busy target shared by many channels.
-	MaxIdleConnsPerHost = 256
+	// MaxConnsPerHost of the default transport: the most connections (and so
+	// calls at once) to one target host, enough for a busy target shared by
+	// many channels. Each may stay open as an idle keep-alive connection, so
+	// a burst of calls never dials and closes connections by the hundred;
+	// calls past it wait for one.
+	MaxConnsPerHost = 256
 )
 
 // Options configure an [Adapter].
 type Options struct {
 	// Client makes the HTTP calls. Optional: nil means a client owned by
-	// the adapter with keep-alives, MaxIdleConnsPerHost idle connections
-	// per host and no redirect following. A given client is used as is;
+	// the adapter with keep-alives, at most MaxConnsPerHost connections
+	// per host (all of them kept alive when idle) and no redirect following. A given client is used as is;
 	// per-call timeouts are applied through the request context either way.
 	Client *http.Client
 	// Logger receives a debug record per call (method, path, status,
@@ -87,8 +90,9 @@ func New(opts Options) *Adapter {
 // signed POST is never replayed elsewhere or turned into a GET.
 func newClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 4 * MaxIdleConnsPerHost
-	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	tr.MaxConnsPerHost = MaxConnsPerHost
+	tr.MaxIdleConnsPerHost = MaxConnsPerHost
+	tr.MaxIdleConns = 4 * MaxConnsPerHost
 	tr.IdleConnTimeout = 90 * time.Second
 	return &http.Client{
 		Transport: tr,
