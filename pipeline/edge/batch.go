@@ -21,8 +21,9 @@ const frameQueue = 256
 // published. A connection's frames are handled one at a time; whatever frames of a channel have
 // queued up behind one another by then go to XIM_IN as one message (subjects.HeaderFrames), so
 // the stream, the assemble stage and the server's acknowledgements pay once for them. Nothing
-// waits to fill a batch: the handler publishes every batch as soon as no frame is queued, so a
-// lone delta is published at once, as before, and batches form only under load.
+// waits to fill a batch: the handler publishes every batch as soon as no frame is queued (and
+// at least every batchMaxFrames frames), so a lone delta is published at once and batches form
+// only under load.
 //
 // Order is kept: a channel's batch is published before any other packet of that channel (a
 // final, an activity), and one connection's publishes reach the stream in the order they are

@@ -259,12 +259,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	frames := make(chan []byte, frameQueue)
 	go g.readLoop(ctx, c, frames)
 	bs := newBatches()
+	handled := 0
 	for frame := range frames {
 		g.handleFrame(ctx, c, frame, bs)
-		if len(frames) == 0 {
+		// Everything pending goes once no frame waits, or after batchMaxFrames frames however
+		// busy the connection: a quiet channel's delta never waits long behind a flood of
+		// others.
+		if handled++; len(frames) == 0 || handled >= batchMaxFrames {
 			for ch := range bs.pending {
 				g.publishBatch(c, bs.take(ch))
 			}
+			handled = 0
 		}
 	}
 }
