@@ -17,8 +17,9 @@ import (
 	"github.com/ximd/ximd/subjects"
 )
 
-// Stages is the worker's per-partition handler: it decodes a stored packet, validates it and
-// hands it to the stage of its type. Packets of one partition arrive one at a time, in order.
+// Stages is the handler of every stage consumer: it decodes a stored message's packets,
+// validates each and hands it to the stage of its type. A channel's packets arrive one at a
+// time, in order (its lane); other channels' run meanwhile.
 type Stages struct {
 	catalog  *profile.Catalog
 	targets  *Targets

@@ -86,6 +86,8 @@ type Gateway struct {
 	sendSub *nats.Subscription // on subjects.GatewaySend while a connection is live
 	wg      sync.WaitGroup
 	retries sync.WaitGroup // publishes waiting for their next attempt
+	serving sync.WaitGroup // connections whose frames may still be checked and published
+	closing bool           // Close was called: no new connection (g.mu)
 }
 
 type gatewayMetrics struct {
@@ -178,6 +180,7 @@ func NewGateway(cfg GatewayConfig, nc *nats.Conn, cat *profile.Catalog, isOpen f
 func (g *Gateway) Close() {
 	_ = g.sub.Drain()
 	g.mu.Lock()
+	g.closing = true
 	if g.sendSub != nil {
 		_ = g.sendSub.Unsubscribe()
 		g.sendSub = nil
@@ -189,9 +192,17 @@ func (g *Gateway) Close() {
 	g.wg.Wait()
 }
 
-// Flush waits until every stored packet was acknowledged by JetStream, retries included (or ctx
-// ends).
+// Flush, after Close, waits until every frame read from a connection was checked and published
+// (a connection's reader may be ahead of its checks) and every publish was acknowledged by
+// JetStream, retries included (or ctx ends).
 func (g *Gateway) Flush(ctx context.Context) error {
+	served := make(chan struct{})
+	go func() { g.serving.Wait(); close(served) }()
+	select {
+	case <-served:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for {
 		select {
 		case <-g.js.PublishAsyncComplete():
@@ -240,6 +251,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.active.Add(-1)
+	g.mu.Lock()
+	closing := g.closing
+	if !closing {
+		g.serving.Add(1)
+	}
+	g.mu.Unlock()
+	if closing {
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, profile.Errorf(profile.CodeUnavailable, "ximd is shutting down"))
+		return
+	}
+	defer g.serving.Done()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}, InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept wrote the HTTP error
