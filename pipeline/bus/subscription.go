@@ -136,35 +136,13 @@ func (sb *subscription) run() {
 	defer close(sb.out)
 	defer sb.cancel()
 
-	l := &loop{
-		lanes:   map[string]*lane{},
-		results: make(chan outcome, sb.cfg.MaxLanes),
-		wake:    make(chan *lane),
-		stopped: make(chan struct{}),
-		ctxDone: sb.ctx.Done(),
-		order:   newOrdering(sb.cfg.LaneSubjects != nil),
-	}
-	defer close(l.stopped)
-	defer func() {
-		if l.deadline != nil {
-			l.deadline.Stop()
-		}
-	}()
-	l.bo = backoff.NewExponentialBackOff()
-	l.bo.InitialInterval = 100 * time.Millisecond
-	l.bo.MaxInterval = 5 * time.Second
-	l.bo.MaxElapsedTime = 0
+	l := sb.newLoop()
+	defer l.stop()
 	progress := time.NewTicker(max(sb.ackWait/4, 10*time.Millisecond))
 	defer progress.Stop()
 
 	for {
-		if !l.closing && sb.ctx.Err() != nil {
-			sb.startClosing(l)
-		}
-		if l.closing && l.batchCh == nil && l.busy == 0 {
-			sb.release(l.all)
-			sb.flush()
-			sb.unpin()
+		if sb.closed(l) {
 			return
 		}
 		sb.maybePull(l)
@@ -201,18 +179,7 @@ func (sb *subscription) run() {
 			}
 
 		case outC <- outMsg:
-			ln := l.ready[0]
-			l.ready = l.ready[1:]
-			ln.ready, ln.inUse = false, true
-			l.busy++
-			switch h := ln.msgs[0]; {
-			case l.direct[0] == nil:
-				l.direct[0] = h
-			case l.direct[1] == nil:
-				l.direct[1] = h
-			default:
-				go watch(h, outMsg, l.results, l.stopped)
-			}
+			sb.handedOut(l, outMsg)
 
 		case <-ack0:
 			l.direct[0] = nil
@@ -264,14 +231,78 @@ func (sb *subscription) run() {
 			sb.startClosing(l)
 
 		case <-l.deadC:
-			// A handler kept its message (or the pull request stayed open) too long: hand back
-			// everything held, the messages in handlers included (their late Acks are ignored).
-			sb.logger.Warn("bus_close_timeout", "held", l.held(), "in_handler", l.busy, "fetch_open", l.batchCh != nil)
-			sb.release(l.all)
-			sb.flush()
+			sb.closeTimedOut(l)
 			return
 		}
 	}
+}
+
+// newLoop is the state of a new run.
+func (sb *subscription) newLoop() *loop {
+	l := &loop{
+		lanes:   map[string]*lane{},
+		results: make(chan outcome, sb.cfg.MaxLanes),
+		wake:    make(chan *lane),
+		stopped: make(chan struct{}),
+		ctxDone: sb.ctx.Done(),
+		order:   newOrdering(sb.cfg.LaneSubjects != nil),
+	}
+	l.bo = backoff.NewExponentialBackOff()
+	l.bo.InitialInterval = 100 * time.Millisecond
+	l.bo.MaxInterval = 5 * time.Second
+	l.bo.MaxElapsedTime = 0
+	return l
+}
+
+// stop ends what the loop started: watchers and Nack-delay timers give up, the close deadline
+// is stopped.
+func (l *loop) stop() {
+	close(l.stopped)
+	if l.deadline != nil {
+		l.deadline.Stop()
+	}
+}
+
+// closed starts closing once the subscription's context ended, and finishes it (everything held
+// handed back in order, acks flushed, the pin given up) once no pull request is open and no
+// handler holds a message; it reports whether run should return.
+func (sb *subscription) closed(l *loop) bool {
+	if !l.closing && sb.ctx.Err() != nil {
+		sb.startClosing(l)
+	}
+	if !l.closing || l.batchCh != nil || l.busy > 0 {
+		return false
+	}
+	sb.release(l.all)
+	sb.flush()
+	sb.unpin()
+	return true
+}
+
+// handedOut records that a handler took wm, the head of the oldest ready lane: the loop watches
+// its Ack or Nack itself in a free direct slot, or through a watcher goroutine.
+func (sb *subscription) handedOut(l *loop, wm *message.Message) {
+	ln := l.ready[0]
+	l.ready = l.ready[1:]
+	ln.ready, ln.inUse = false, true
+	l.busy++
+	switch h := ln.msgs[0]; {
+	case l.direct[0] == nil:
+		l.direct[0] = h
+	case l.direct[1] == nil:
+		l.direct[1] = h
+	default:
+		go watch(h, wm, l.results, l.stopped)
+	}
+}
+
+// closeTimedOut gives up closing in order: a handler kept its message (or the pull request
+// stayed open) past CloseTimeout, so everything held is handed back, the messages in handlers
+// included (their late Acks are ignored).
+func (sb *subscription) closeTimedOut(l *loop) {
+	sb.logger.Warn("bus_close_timeout", "held", l.held(), "in_handler", l.busy, "fetch_open", l.batchCh != nil)
+	sb.release(l.all)
+	sb.flush()
 }
 
 // watch reports the handler's Ack or Nack of h's delivery wm to the run loop.
