@@ -196,12 +196,8 @@ func (g *Gateway) Close() {
 // (a connection's reader may be ahead of its checks) and every publish was acknowledged by
 // JetStream, retries included (or ctx ends).
 func (g *Gateway) Flush(ctx context.Context) error {
-	served := make(chan struct{})
-	go func() { g.serving.Wait(); close(served) }()
-	select {
-	case <-served:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := waitFor(ctx, &g.serving); err != nil {
+		return err
 	}
 	for {
 		select {
@@ -209,16 +205,24 @@ func (g *Gateway) Flush(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		retried := make(chan struct{})
-		go func() { g.retries.Wait(); close(retried) }()
-		select {
-		case <-retried:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := waitFor(ctx, &g.retries); err != nil {
+			return err
 		}
 		if g.js.PublishAsyncPending() == 0 {
 			return nil
 		}
+	}
+}
+
+// waitFor waits until wg is done or ctx ends (the waiting goroutine then ends with wg).
+func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
