@@ -273,11 +273,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(g.cfg.DrainLimit)
 	c := &wsConn{id: strconv.FormatUint(g.seq.Add(1), 10), ws: ws, out: make(chan []byte, g.cfg.SendQueue), closed: make(chan struct{})}
-	g.add(c)
+	if !g.add(c) {
+		_ = ws.Close(websocket.StatusGoingAway, "ximd shutting down")
+		return
+	}
 	defer g.remove(c)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	g.wg.Add(1)
 	go g.writeLoop(ctx, c)
 	g.logger.Info("agent_connected", "conn", c.id, "remote", r.RemoteAddr)
 	// The reader reads ahead while this goroutine checks and publishes; what has queued up when a
@@ -585,8 +587,15 @@ func (g *Gateway) writeLoop(ctx context.Context, c *wsConn) {
 	}
 }
 
-func (g *Gateway) add(c *wsConn) {
+// add registers a connection and counts its write loop, unless the gateway is closing (a
+// connection accepted while Close ran): then it reports false.
+func (g *Gateway) add(c *wsConn) bool {
 	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		return false
+	}
+	g.wg.Add(1) // the write loop, before Close can wait for it
 	g.conns[c.id] = c
 	g.order = append(g.order, c.id)
 	if g.sendSub == nil {
@@ -601,6 +610,7 @@ func (g *Gateway) add(c *wsConn) {
 	}
 	g.mu.Unlock()
 	g.metrics.conns.Inc()
+	return true
 }
 
 // onSend writes an outbound packet (a user message) to one live connection.
