@@ -73,6 +73,8 @@ type SweepPoint struct {
 	// Deltas: offered and achieved (until all displayed) per second, display latency percentiles.
 	DeltasOffered, DeltasPerSec float64
 	DisplayP50, DisplayP99      time.Duration
+	// FirstP50, FirstP99: from a message's first delta sent until its first display.
+	FirstP50, FirstP99 time.Duration
 }
 
 // DefaultConfig is a run of a few seconds.
@@ -90,7 +92,10 @@ type Report struct {
 	// At half the measured maximum rates:
 	AckP50, AckP99         time.Duration
 	DisplayP50, DisplayP99 time.Duration
-	Deltas, Finals         int
+	// FirstP50, FirstP99: from a message's first delta sent until the message is first
+	// displayed (its create call), at half load.
+	FirstP50, FirstP99 time.Duration
+	Deltas, Finals     int
 	// DisplayCallsPerDelta is the target's display calls (create and edits before the final)
 	// per delta of the max-rate delta phase: how much the node coalesced.
 	DisplayCallsPerDelta float64
@@ -111,6 +116,7 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "finals end to end             %10.0f /s   ratio %.3f (target >= 0.10)\n", r.FinalsPerSec, r.FinalRatio)
 	fmt.Fprintf(&b, "ack latency at half load      p50 %-9s p99 %-9s (target p99 <= 25ms)\n", round(r.AckP50), round(r.AckP99))
 	fmt.Fprintf(&b, "delta display at half load    p50 %-9s p99 %-9s (target p99 <= 10ms)\n", round(r.DisplayP50), round(r.DisplayP99))
+	fmt.Fprintf(&b, "first display at half load    p50 %-9s p99 %-9s (a message's first delta)\n", round(r.FirstP50), round(r.FirstP99))
 	fmt.Fprintf(&b, "display calls per delta       %10.2f      (at max rate; fewer: more coalesced)\n", r.DisplayCallsPerDelta)
 	if r.FinalCPU > 0 {
 		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -209,8 +215,9 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 		return rep, err
 	}
 	rep.AckP50, rep.AckP99, rep.DisplayP50, rep.DisplayP99 = half.AckP50, half.AckP99, half.DisplayP50, half.DisplayP99
+	rep.FirstP50, rep.FirstP99 = half.FirstP50, half.FirstP99
 	r.progress("finals at %.0f/s: ack p50 %s p99 %s", half.FinalsOffered, rep.AckP50, rep.AckP99)
-	r.progress("deltas at %.0f/s: display p50 %s p99 %s", half.DeltasOffered, rep.DisplayP50, rep.DisplayP99)
+	r.progress("deltas at %.0f/s: display p50 %s p99 %s, first display p50 %s p99 %s", half.DeltasOffered, rep.DisplayP50, rep.DisplayP99, rep.FirstP50, rep.FirstP99)
 
 	if e.RSS != nil && cfg.Buffers > 0 {
 		r.phase = PhaseBuffers
@@ -258,8 +265,9 @@ func (r *runner) paced(ctx context.Context, f, maxFinals, maxDeltas float64, fin
 		return pt, err
 	}
 	pt.DeltasPerSec = float64(n) / d.Seconds()
-	lat := r.displayLatencies()
+	lat, first := r.displayLatencies()
 	pt.DisplayP50, pt.DisplayP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	pt.FirstP50, pt.FirstP99 = percentile(first, 0.50), percentile(first, 0.99)
 	return pt, nil
 }
 
@@ -277,7 +285,8 @@ type runner struct {
 
 	mu         sync.Mutex
 	displays   map[string]*msgTrack // idempotency key -> deltas awaiting display
-	latencies  []time.Duration
+	latencies  []time.Duration      // every delta's display latency
+	firsts     []time.Duration      // every message's first display latency
 	pendingMsg int
 	allShown   chan struct{}
 
@@ -326,14 +335,16 @@ func (r *runner) tick(done, total int) {
 
 func (r *runner) resetDisplay() {
 	r.mu.Lock()
-	r.latencies = nil
+	r.latencies, r.firsts = nil, nil
 	r.mu.Unlock()
 }
 
-func (r *runner) displayLatencies() []time.Duration {
+// displayLatencies returns the display latencies of every delta and of every message's first
+// display since resetDisplay.
+func (r *runner) displayLatencies() (deltas, firsts []time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]time.Duration(nil), r.latencies...)
+	return append([]time.Duration(nil), r.latencies...), append([]time.Duration(nil), r.firsts...)
 }
 
 // onCall records display latencies: a call showing text of length L displays every delta whose
@@ -350,6 +361,9 @@ func (r *runner) onCall(c testkit.Call) {
 	t := r.displays[c.Key]
 	if t == nil {
 		return
+	}
+	if t.shown == 0 && len(t.cum) > 0 && t.cum[0] <= l {
+		r.firsts = append(r.firsts, now.Sub(t.sent[0]))
 	}
 	for t.shown < len(t.cum) && t.cum[t.shown] <= l {
 		r.latencies = append(r.latencies, now.Sub(t.sent[t.shown]))

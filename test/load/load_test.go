@@ -37,10 +37,10 @@ func TestRun_SmallLoadReportsEveryFigure(t *testing.T) {
 	if measured != 1 || rep.RSS != 12345 || rep.Buffers != 40 {
 		t.Fatalf("RSS measured %d times, report %d bytes with %d buffers", measured, rep.RSS, rep.Buffers)
 	}
-	if rep.RawPublishPerSec <= 0 || rep.DeltasPerSec <= 0 || rep.FinalsPerSec <= 0 || rep.AckP99 <= 0 || rep.DisplayP99 <= 0 || rep.DeltaRatio <= 0 || rep.FinalRatio <= 0 {
+	if rep.RawPublishPerSec <= 0 || rep.DeltasPerSec <= 0 || rep.FinalsPerSec <= 0 || rep.AckP99 <= 0 || rep.DisplayP99 <= 0 || rep.FirstP99 <= 0 || rep.DeltaRatio <= 0 || rep.FinalRatio <= 0 {
 		t.Fatalf("report has a zero figure:\n%s", rep)
 	}
-	if rep.AckP50 > rep.AckP99 || rep.DisplayP50 > rep.DisplayP99 {
+	if rep.AckP50 > rep.AckP99 || rep.DisplayP50 > rep.DisplayP99 || rep.FirstP50 > rep.FirstP99 {
 		t.Fatalf("percentiles out of order:\n%s", rep)
 	}
 }
