@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/ximd/ximd/pipeline/tracing"
+
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
@@ -62,7 +64,7 @@ func (r *Replier) Error(ctx context.Context, to Origin, in profile.Envelope, e *
 }
 
 func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo string, payload any) error {
-	ctx, span := tracer.Start(ctx, "reply "+typ, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := tracing.Start(ctx, tracer, trace.SpanKindProducer, "reply", typ)
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built
 		span.SetAttributes(attrChannel.String(channel), attrType.String(typ))

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/ximd/ximd/pipeline/tracing"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
@@ -135,11 +136,11 @@ func (d *Deliverer) deliver(ctx context.Context, in profile.Envelope, msg profil
 	if err != nil {
 		return profile.Rejected(msg.MessageID, profile.Errorf(profile.CodeInvalidPacket, "message_id: %v", err)), nil
 	}
-	if rec, ok := d.done.get(k); ok {
+	if mark, ok := d.done.get(k); ok {
 		if err := d.calls.saveDone(ctx, d, key); err != nil {
 			return profile.Ack{}, err // its completion is not recorded yet: no answer before it is
 		}
-		return answerDone(rec, in.PacketID, at.Seq, msg.MessageID, digest), nil
+		return mark.answer(in.PacketID, at.Seq, msg.MessageID, digest), nil
 	}
 	intent := Record{State: StateDelivering, Digest: digest, PacketID: in.PacketID, Worker: d.cfg.Worker, At: time.Now().UnixMilli()}
 	rev, cur, err := d.records.Create(ctx, key, intent)
@@ -283,15 +284,14 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 	case StateRejected:
 		return profile.Rejected(msg.MessageID, cur.rejection()), nil
 	case StateDone:
-		d.done.put(bufKey{b.Channel, msg.MessageID}, cur)
-		return answerDone(cur, in.PacketID, at.Seq, msg.MessageID, digest), nil
+		return d.done.put(bufKey{b.Channel, msg.MessageID}, cur).answer(in.PacketID, at.Seq, msg.MessageID, digest), nil
 	case StateDelivering:
 		if rec, ok := d.calls.shownRecord(key); ok && cur.Worker == d.cfg.Worker {
 			// This process showed it; only the record is behind.
 			if err := d.calls.saveDone(ctx, d, key); err != nil {
 				return profile.Ack{}, err
 			}
-			return answerDone(rec, in.PacketID, at.Seq, msg.MessageID, digest), nil
+			return markOf(b.Channel, rec).answer(in.PacketID, at.Seq, msg.MessageID, digest), nil
 		}
 		if cur.Worker == d.cfg.Worker && d.calls.untouched(key) && !(cur.DisplayUnknown && cur.TargetMessageID == "") {
 			// This process wrote the intent and has not shown the final (a write that timed out
@@ -449,7 +449,7 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		if targetID != "" && canEdit {
 			name = "edit"
 		}
-		cctx, span := tracer.Start(ctx, "target "+name, trace.WithSpanKind(trace.SpanKindClient))
+		cctx, span := tracing.Start(ctx, tracer, trace.SpanKindClient, "target", name)
 		defer span.End()
 		cctx, cancel := context.WithTimeout(cctx, d.cfg.CallTimeout)
 		defer cancel()
@@ -529,63 +529,4 @@ func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profi
 		out = append(out, tf)
 	}
 	return out, nil, nil
-}
-
-// answerDone answers a final of a completed message_id: the stored packet that was accepted
-// gets `accepted` again (a redelivery of it: same packet_id, same stream sequence), any other
-// arrival `duplicate` (P-ACK-4), a byte-identical frame sent again included.
-func answerDone(rec Record, packetID string, seq uint64, messageID, digest string) profile.Ack {
-	if rec.Digest != digest {
-		return profile.Rejected(messageID, profile.Errorf(profile.CodeMessageIDConflict, "message_id %s was already used with different text or files", messageID))
-	}
-	if rec.PacketID == packetID && (rec.Seq == 0 || rec.Seq == seq) {
-		return profile.Accepted(messageID)
-	}
-	return profile.Duplicate(messageID)
-}
-
-// doneCache is a bounded FIFO of completed records, so retransmissions and late deltas of
-// recent messages are answered without a KV round trip.
-type doneCache struct {
-	mu   sync.Mutex
-	max  int
-	m    map[bufKey]Record
-	ring []bufKey
-	next int
-}
-
-func newDoneCache(max int) *doneCache {
-	return &doneCache{max: max, m: make(map[bufKey]Record, max), ring: make([]bufKey, max)}
-}
-
-func (c *doneCache) get(k bufKey) (Record, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.m[k]
-	return r, ok
-}
-
-func (c *doneCache) put(k bufKey, r Record) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; ok {
-		c.m[k] = r
-		return
-	}
-	if old := c.ring[c.next]; old != (bufKey{}) {
-		delete(c.m, old)
-	}
-	c.ring[c.next] = k
-	c.next = (c.next + 1) % c.max
-	c.m[k] = r
-}
-
-func (c *doneCache) dropChannel(channel string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.m {
-		if k.channel == channel {
-			delete(c.m, k)
-		}
-	}
 }

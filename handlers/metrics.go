@@ -147,10 +147,3 @@ func (c *completedCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(st.Values()))
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.Bytes()))
 }
-
-// len is the number of completed records the cache holds.
-func (c *doneCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}

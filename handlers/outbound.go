@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ximd/ximd/pipeline/tracing"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -154,7 +156,7 @@ func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, e
 func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
 	// A user message is one trace: this span (the child of the caller's, if any), then the
 	// outbound stage's sends, whose parent travels in the work item's headers.
-	ctx, span := tracer.Start(ctx, "outbox submit", trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := tracing.Start(ctx, tracer, trace.SpanKindProducer, "outbox submit", "")
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage))
@@ -424,8 +426,7 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 		return again(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
-	sctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), "outbound send",
-		trace.WithSpanKind(trace.SpanKindProducer))
+	sctx, span := tracing.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), tracer, trace.SpanKindProducer, "outbound send", "")
 	sent := o.send(sctx, b)
 	if span.IsRecording() {
 		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID), attrSent.Bool(sent))

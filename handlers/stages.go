@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ximd/ximd/pipeline/tracing"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -80,8 +82,8 @@ func (s *Stages) handle(msg *message.Message, from Origin, received time.Time, f
 		s.metrics.Packets.WithLabelValues("dropped").Inc()
 		return nil
 	}
-	ctx, span := tracer.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), "stage "+pt.Stage,
-		trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := tracing.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), tracer,
+		trace.SpanKindConsumer, "stage", pt.Stage)
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built
 		span.SetAttributes(attrChannel.String(env.ChannelID), attrType.String(env.Type), attrPacketID.String(env.PacketID))

@@ -81,7 +81,8 @@ func TestProgressView_TerminalBar(t *testing.T) {
 }
 
 // ximctl bench -bin runs the ximd under test as a separate process and reports its CPU per raw
-// publish, per delta and per final (the figures issue 18's table asks for), read from /proc.
+// publish, per delta and per final (the figures issue 18's table asks for), read from /proc,
+// and its heap allocations per delta and per final, read from its /metrics.
 func TestBench_BinReportsTheNodesCPUPerPacket(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
@@ -101,13 +102,17 @@ func TestBench_BinReportsTheNodesCPUPerPacket(t *testing.T) {
 			t.Fatalf("no %q in the report:\n%s", line, out)
 		}
 	}
-	var perFinal float64
+	var perFinal, allocs, bytes float64
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "node CPU per final") {
-			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "node CPU per final")), "%f", &perFinal)
+		if rest, ok := strings.CutPrefix(l, "node CPU per final"); ok {
+			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%f µs %f allocations %f bytes", &perFinal, &allocs, &bytes)
 		}
 	}
 	if perFinal <= 0 {
 		t.Fatalf("CPU per final %v µs: the process's CPU was not read\n%s", perFinal, out)
+	}
+	// A final is at least its decoded packet, a stored message and a webhook call.
+	if allocs < 10 || bytes < 1000 {
+		t.Fatalf("%v allocations, %v bytes per final: the node's /metrics were not read\n%s", allocs, bytes, out)
 	}
 }

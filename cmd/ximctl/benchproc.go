@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,8 +33,9 @@ const clockTicks = 100
 // benchProcess is the ximd under test run as a separate all-in-one process, so its CPU is its
 // own (the load client and the webhook target stay in this process).
 type benchProcess struct {
-	cmd *exec.Cmd
-	dir string
+	cmd     *exec.Cmd
+	dir     string
+	metrics string // URL of its GET /metrics
 }
 
 // startBenchProcess starts bin as an all-in-one node (embedded NATS) on a free loopback port with
@@ -59,7 +63,7 @@ func startBenchProcess(ctx context.Context, bin, dir string, partitions int, edi
 		logf.Close()
 		return load.Env{}, nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &benchProcess{cmd: cmd, dir: dir}
+	p := &benchProcess{cmd: cmd, dir: dir, metrics: "http://" + addr + "/metrics"}
 	stop := func() { p.stop(); logf.Close() }
 	if err := waitReady(ctx, "http://"+addr+"/readyz", 60*time.Second); err != nil {
 		stop()
@@ -76,8 +80,44 @@ func startBenchProcess(ctx context.Context, bin, dir string, partitions int, edi
 		return load.Env{}, nil, err
 	}
 	env := load.Env{Node: &testkit.Node{Addr: addr, Token: token}, NATSURL: strings.TrimSpace(string(url)),
-		NATSOptions: []nats.Option{auth}, CPU: p.cpu, RSS: p.rss}
+		NATSOptions: []nats.Option{auth}, Usage: p.usage, RSS: p.rss}
 	return env, stop, nil
+}
+
+// usage is what the process has spent so far: its CPU time and its Go runtime's heap
+// allocations (go_memstats_mallocs_total and go_memstats_alloc_bytes_total of its /metrics).
+func (p *benchProcess) usage() (load.Usage, error) {
+	cpu, err := p.cpu()
+	if err != nil {
+		return load.Usage{}, err
+	}
+	u := load.Usage{CPU: cpu}
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		return u, fmt.Errorf("the node's allocations: %w", err)
+	}
+	defer resp.Body.Close()
+	want := map[string]*uint64{"go_memstats_mallocs_total": &u.Allocs, "go_memstats_alloc_bytes_total": &u.Bytes}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if v := want[name]; v != nil && ok {
+			f, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return u, fmt.Errorf("the node's allocations: %s: %w", name, err)
+			}
+			*v = uint64(f)
+			delete(want, name)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return u, fmt.Errorf("the node's allocations: %w", err)
+	}
+	if len(want) > 0 {
+		return u, fmt.Errorf("the node's allocations: %s has no %v", p.metrics, slices.Collect(maps.Keys(want)))
+	}
+	return u, nil
 }
 
 // cpu is the process's CPU time so far (user and system, all threads), from /proc/<pid>/stat.

@@ -99,9 +99,9 @@ type Report struct {
 	// DisplayCallsPerDelta is the target's display calls (create and edits before the final)
 	// per delta of the max-rate delta phase: how much the node coalesced.
 	DisplayCallsPerDelta float64
-	// CPU of the node under test (Env.CPU set): per raw publish (the NATS server's own cost),
-	// per delta and per final of the max-rate phases.
-	RawCPU, DeltaCPU, FinalCPU time.Duration
+	// What the node under test spent (Env.Usage set): per raw publish (the NATS server's own
+	// cost), per delta and per final of the max-rate phases.
+	Raw, Delta, Final Cost
 	// Sweep is one point per Config.Sweep load, in order.
 	Sweep []SweepPoint
 	// RSS is the node's resident set size with Buffers delta buffers open (Env.RSS set).
@@ -118,11 +118,11 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "delta display at half load    p50 %-9s p99 %-9s (target p99 <= 10ms)\n", round(r.DisplayP50), round(r.DisplayP99))
 	fmt.Fprintf(&b, "first display at half load    p50 %-9s p99 %-9s (a message's first delta)\n", round(r.FirstP50), round(r.FirstP99))
 	fmt.Fprintf(&b, "display calls per delta       %10.2f      (at max rate; fewer: more coalesced)\n", r.DisplayCallsPerDelta)
-	if r.FinalCPU > 0 {
+	if r.Final.CPU > 0 {
 		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-		fmt.Fprintf(&b, "node CPU per raw publish      %10.1f µs  (the NATS server's share)\n", us(r.RawCPU))
-		fmt.Fprintf(&b, "node CPU per delta            %10.1f µs\n", us(r.DeltaCPU))
-		fmt.Fprintf(&b, "node CPU per final            %10.1f µs\n", us(r.FinalCPU))
+		fmt.Fprintf(&b, "node CPU per raw publish      %10.1f µs  (the NATS server's share)\n", us(r.Raw.CPU))
+		fmt.Fprintf(&b, "node CPU per delta            %10.1f µs  %6.0f allocations %7.0f bytes\n", us(r.Delta.CPU), r.Delta.Allocs, r.Delta.Bytes)
+		fmt.Fprintf(&b, "node CPU per final            %10.1f µs  %6.0f allocations %7.0f bytes\n", us(r.Final.CPU), r.Final.Allocs, r.Final.Bytes)
 	}
 	if r.RSS > 0 {
 		fmt.Fprintf(&b, "node RSS, %5d buffers open  %10.1f MB  (target <= 200 MB)\n", r.Buffers, float64(r.RSS)/1e6)
@@ -140,9 +140,9 @@ type Env struct {
 	// NATSURL and NATSOptions name the NATS server of the raw baseline ("": Node's own).
 	NATSURL     string
 	NATSOptions []nats.Option
-	// CPU returns the CPU time the node under test (ximd, with its embedded NATS server) has
-	// used so far; nil: not measured (the node runs in this process).
-	CPU func() (time.Duration, error)
+	// Usage returns what the node under test (ximd, with its embedded NATS server) has spent so
+	// far: CPU time and heap allocations; nil: not measured (the node runs in this process).
+	Usage func() (Usage, error)
 	// RSS returns the node's resident set size in bytes; nil: not measured.
 	RSS func() (int64, error)
 }
@@ -170,11 +170,11 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 	if url == "" {
 		url, opts = e.Node.NATSURL(), e.Node.NATSOptions()
 	}
-	cpu := r.cpuMeter()
+	cost := r.meter()
 	if rep.RawPublishPerSec, err = rawPublish(ctx, url, opts, cfg.RawMessages, 200+cfg.DeltaBytes, r.tick); err != nil {
 		return rep, fmt.Errorf("raw baseline: %w", err)
 	}
-	if rep.RawCPU, err = cpu(cfg.RawMessages); err != nil {
+	if rep.Raw, err = cost(cfg.RawMessages); err != nil {
 		return rep, err
 	}
 	r.progress("raw JetStream async publish: %.0f msg/s", rep.RawPublishPerSec)
@@ -187,24 +187,24 @@ func Run(ctx context.Context, cfg Config, e Env) (Report, error) {
 
 	r.phase = PhaseDeltasMax
 	calls0 := r.displayCalls.Load()
-	cpu = r.cpuMeter()
+	cost = r.meter()
 	n, d, err := r.deltas(ctx, 0, cfg.Messages)
 	if err != nil {
 		return rep, err
 	}
-	if rep.DeltaCPU, err = cpu(n); err != nil {
+	if rep.Delta, err = cost(n); err != nil {
 		return rep, err
 	}
 	rep.DeltasPerSec = float64(n) / d.Seconds()
 	rep.DisplayCallsPerDelta = float64(r.displayCalls.Load()-calls0) / float64(max(n, 1))
 	r.progress("deltas: %d in %s = %.0f/s", n, d.Round(time.Millisecond), rep.DeltasPerSec)
 	r.phase = PhaseFinalsMax
-	cpu = r.cpuMeter()
+	cost = r.meter()
 	n, d, _, err = r.finals(ctx, cfg.Finals, 0)
 	if err != nil {
 		return rep, err
 	}
-	if rep.FinalCPU, err = cpu(n); err != nil {
+	if rep.Final, err = cost(n); err != nil {
 		return rep, err
 	}
 	rep.FinalsPerSec = float64(n) / d.Seconds()
@@ -301,22 +301,38 @@ type msgTrack struct {
 	total int         // deltas that will be sent
 }
 
-// cpuMeter starts measuring the node's CPU: the returned function gives the CPU used since, per
-// item (0 when the environment does not measure it).
-func (r *runner) cpuMeter() func(items int) (time.Duration, error) {
-	if r.env.CPU == nil {
-		return func(int) (time.Duration, error) { return 0, nil }
+// Cost is what the node under test spent per item of a phase (zero where not measured).
+type Cost struct {
+	CPU time.Duration
+	// Allocs and Bytes are the heap objects and bytes the node allocated (its Go runtime's
+	// counts, the embedded NATS server's included): unlike CPU time they do not vary with what
+	// else the machine is doing, so they show a change that the CPU's noise hides.
+	Allocs, Bytes float64
+}
+
+// Usage is what the node under test has spent so far.
+type Usage struct {
+	CPU           time.Duration
+	Allocs, Bytes uint64
+}
+
+// meter starts measuring what the node spends: the returned function gives the cost per item
+// since (zero when the environment does not measure it).
+func (r *runner) meter() func(items int) (Cost, error) {
+	if r.env.Usage == nil {
+		return func(int) (Cost, error) { return Cost{}, nil }
 	}
-	start, err := r.env.CPU()
-	return func(items int) (time.Duration, error) {
+	start, err := r.env.Usage()
+	return func(items int) (Cost, error) {
 		if err != nil {
-			return 0, err
+			return Cost{}, err
 		}
-		end, err := r.env.CPU()
+		end, err := r.env.Usage()
 		if err != nil || items == 0 {
-			return 0, err
+			return Cost{}, err
 		}
-		return (end - start) / time.Duration(items), nil
+		n := float64(items)
+		return Cost{CPU: (end.CPU - start.CPU) / time.Duration(items), Allocs: float64(end.Allocs-start.Allocs) / n, Bytes: float64(end.Bytes-start.Bytes) / n}, nil
 	}
 }
 
