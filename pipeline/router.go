@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -34,7 +35,8 @@ func NewRouter(cfg RouterConfig, poison message.Publisher, poisonTopic string, l
 	if cfg.Retries < 0 || cfg.RetryInitial <= 0 || cfg.RetryMax < cfg.RetryInitial {
 		return nil, errors.New("router: retries >= 0 and 0 < retry initial <= retry max required")
 	}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout},
+		traceChecked{watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}), logger})
 	if err != nil {
 		return nil, err
 	}
@@ -51,4 +53,23 @@ func NewRouter(cfg RouterConfig, poison message.Publisher, poisonTopic string, l
 	}
 	r.AddMiddleware(pq, retry.Middleware, middleware.Recoverer)
 	return r, nil
+}
+
+// traceChecked is a Watermill logger whose Trace lines (two a message: received, acked) are
+// dropped unless the slog logger takes watermill.LevelTrace: Watermill's slog adapter turns a
+// line's fields into attributes before slog checks the level, three allocations a message for
+// nothing at ximd's levels.
+type traceChecked struct {
+	watermill.LoggerAdapter
+	logger *slog.Logger
+}
+
+func (t traceChecked) Trace(msg string, fields watermill.LogFields) {
+	if t.logger.Enabled(context.Background(), watermill.LevelTrace) {
+		t.LoggerAdapter.Trace(msg, fields)
+	}
+}
+
+func (t traceChecked) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return traceChecked{t.LoggerAdapter.With(fields), t.logger}
 }

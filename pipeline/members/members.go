@@ -84,7 +84,10 @@ type Members struct {
 	mu     sync.Mutex
 	seen   map[string]peer  // other workers, by instance
 	shares map[string]share // this worker's share of each of its stages
-	n      int              // live instances, this one included
+	// running is, per stage asked for, the sorted live instances that run it (Owner's, made
+	// anew after each change).
+	running map[string][]string
+	n       int // live instances, this one included
 	// changed is when the live set last changed (zero: never, a single worker).
 	changed time.Time
 }
@@ -134,11 +137,14 @@ func (m *Members) Owns(stage string, p int) bool {
 func (m *Members) Owner(stage string, p int) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var running []string
-	for _, inst := range m.liveLocked() {
-		if m.runs(inst, stage) {
-			running = append(running, inst)
+	running, ok := m.running[stage]
+	if !ok {
+		for _, inst := range m.liveLocked() {
+			if m.runs(inst, stage) {
+				running = append(running, inst)
+			}
 		}
+		m.running[stage] = running
 	}
 	if len(running) == 0 {
 		return ""
@@ -185,6 +191,7 @@ func (m *Members) update() {
 	live := m.liveLocked()
 	m.n = len(live)
 	m.shares = make(map[string]share, len(m.cfg.Stages))
+	m.running = map[string][]string{}
 	for _, stage := range m.cfg.Stages {
 		var sh share
 		for _, inst := range live {

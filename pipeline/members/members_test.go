@@ -152,6 +152,15 @@ func TestMembersShareEachStageAmongItsWorkers(t *testing.T) {
 	if o := a.m.Owner("acks", 0); o != "" {
 		t.Fatalf("Owner of a stage nobody runs = %q", o)
 	}
+	// Once the delivering worker leaves, every delivery partition is the other's.
+	b.stop()
+	<-b.done
+	settledStage(t, []*worker{a}, "deliver")
+	for p := 0; p < 8; p++ {
+		if o := a.m.Owner("deliver", p); o != "w-a" {
+			t.Fatalf("after w-b left: Owner(deliver, %d) = %q, want w-a", p, o)
+		}
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
