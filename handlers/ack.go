@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/ximd/ximd/pipeline/tracing"
-
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )

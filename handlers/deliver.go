@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ximd/ximd/pipeline/tracing"
-
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )

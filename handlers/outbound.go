@@ -9,14 +9,13 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ximd/ximd/pipeline/tracing"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )

@@ -8,13 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ximd/ximd/pipeline/tracing"
-
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )

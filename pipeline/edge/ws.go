@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ximd/ximd/pipeline/tracing"
-
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers"
+	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
