@@ -92,7 +92,7 @@ func (p *benchProcess) usage() (load.Usage, error) {
 		return load.Usage{}, err
 	}
 	u := load.Usage{CPU: cpu}
-	resp, err := http.Get(p.metrics)
+	resp, err := metricsClient.Get(p.metrics)
 	if err != nil {
 		return u, fmt.Errorf("the node's allocations: %w", err)
 	}
@@ -119,6 +119,9 @@ func (p *benchProcess) usage() (load.Usage, error) {
 	}
 	return u, nil
 }
+
+// metricsClient reads the node's /metrics.
+var metricsClient = &http.Client{Timeout: 10 * time.Second}
 
 // cpu is the process's CPU time so far (user and system, all threads), from /proc/<pid>/stat.
 func (p *benchProcess) cpu() (time.Duration, error) {
