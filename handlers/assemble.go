@@ -90,6 +90,7 @@ type buffer struct {
 	lastSeen time.Time
 	broken   bool // gap, cap or display failure: no more display
 	lost     bool // resumed after a restart: state before it is unknown
+	finished bool // taken by its final (or a finish notice): nothing more is applied or shown
 
 	// display
 	targetID   string
@@ -160,6 +161,9 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 	switch {
 	case buf.lost:
 		a.metrics.DeltasIgnored.WithLabelValues("evicted").Inc()
+		return nil, nil
+	case buf.finished: // its final took the buffer while this delta was on its way to it
+		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
 		return nil, nil
 	case d.Sequence < buf.next:
 		if buf.hashes != nil && d.Sequence <= int64(len(buf.hashes)) && buf.hashes[d.Sequence-1] != h {
@@ -327,6 +331,7 @@ func (a *Assembler) take(channel, messageID string) *buffer {
 		return nil
 	}
 	buf.mu.Lock()
+	buf.finished = true
 	if buf.stop != nil {
 		close(buf.stop)
 		buf.stop = nil
@@ -335,9 +340,10 @@ func (a *Assembler) take(channel, messageID string) *buffer {
 	return buf
 }
 
-// kick starts the buffer's display loop unless one runs; buf.mu is held.
+// kick starts the buffer's display loop unless one runs or the buffer's final took it; buf.mu
+// is held.
 func (a *Assembler) kick(buf *buffer) {
-	if buf.running || a.ctx.Err() != nil {
+	if buf.running || buf.finished || a.ctx.Err() != nil {
 		return
 	}
 	buf.running = true

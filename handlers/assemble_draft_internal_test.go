@@ -2,18 +2,12 @@ package handlers
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/pipeline/natstest"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/subjects"
 )
 
 // draftTarget records the drafts shown.
@@ -46,17 +40,8 @@ func (noClear) ClearStatus(context.Context, string, Place) {}
 // deltas it is shown again every PreviewRenewal, with the same text, and no more once the final
 // has finished the message.
 func TestAssemble_DraftPreviewRenewedWhileTheMessageWaits(t *testing.T) {
-	js := natstest.JetStream(t)
 	ctx := context.Background()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.BucketMessages}); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := OpenRecords(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asm := NewAssembler(AssembleConfig{Worker: "w"}, rec, noClear{}, NewPacer(), NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-	defer asm.Close(context.Background())
+	asm := newTestAssembler(t)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = asm.Run(rctx) }()
