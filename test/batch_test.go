@@ -23,11 +23,7 @@ import (
 func TestDelta_BurstStoredInBatchesInSendOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.natsConn()
 	in, err := subjects.InChannel(e.channel)
 	if err != nil {
 		t.Fatal(err)
@@ -145,11 +141,7 @@ func TestDelta_StoredBatchAppliedPacketByPacket(t *testing.T) {
 	t.Parallel()
 	const gateway = "gw-batch" // the replies' way back to xAgent, as a gateway names itself
 	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.Instance = gateway }})
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.natsConn()
 	subject, err := subjects.In(e.channel, "delta")
 	if err != nil {
 		t.Fatal(err)

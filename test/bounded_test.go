@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/pipeline/node"
@@ -344,11 +343,7 @@ func TestBounded_CompletedIDsAtHighCardinality(t *testing.T) {
 	}
 
 	// The bucket is bounded as configured: TTL and max bytes, new writes refused when full.
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.natsConn()
 	js, _ := jetstream.New(nc)
 	st, err := js.Stream(context.Background(), "KV_"+subjects.BucketMessages)
 	if err != nil {

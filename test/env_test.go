@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"
@@ -72,6 +74,17 @@ func (e *env) start(mutate func(*node.Config)) {
 	}
 	e.node = n
 	e.t.Cleanup(func() { _ = n.Stop() })
+}
+
+// natsConn is a client of the node's NATS server, closed when the test ends.
+func (e *env) natsConn() *nats.Conn {
+	e.t.Helper()
+	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
 }
 
 func (e *env) connect() {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
@@ -21,11 +20,7 @@ import (
 // the test ends), to leave there what a killed worker would.
 func messageRecords(t *testing.T, e *env) jetstream.KeyValue {
 	t.Helper()
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := e.natsConn()
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(context.Background(), subjects.BucketMessages)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/profile"
@@ -19,11 +18,7 @@ import (
 func TestFinal_InfrastructureFailureIsPoisonedAndAnsweredRetryable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.natsConn()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	if err := js.DeleteKeyValue(ctx, subjects.BucketMessages); err != nil {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/target/webhook"
@@ -524,11 +523,7 @@ func TestSend_FailedMessageLeavesNoFiles(t *testing.T) {
 	if status != http.StatusUnprocessableEntity || body["code"] != profile.CodeFileDownloadFailed {
 		t.Fatalf("post: %d %v, want 422", status, body)
 	}
-	nc, err := nats.Connect(e.node.NATSURL(), e.node.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.natsConn()
 	js, _ := jetstream.New(nc)
 	obs, err := js.ObjectStore(context.Background(), subjects.BucketFiles)
 	if err != nil {
