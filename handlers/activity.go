@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -48,9 +48,9 @@ type Activity struct {
 
 type activityState struct {
 	bound   Bound
-	shower  target.ActivityShower
-	want    target.Activity
-	sent    target.Activity
+	shower  adapter.ActivityShower
+	want    adapter.Activity
+	sent    adapter.Activity
 	running bool
 	timer   *time.Timer
 	// renew shows the status again before the platform's indicator expires (ActivityRenewal).
@@ -75,13 +75,13 @@ func NewActivity(cfg ActivityConfig, m *Metrics, logger *slog.Logger) *Activity 
 // is its stream sequence: a snapshot older than the packet that last cleared the channel's status
 // is stale and not shown (the stages run apart, so it may be processed after that packet).
 func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
-	shower, ok := target.ShowerOf(b.Target)
+	shower, ok := adapter.ShowerOf(b.Target)
 	if !ok {
 		return
 	}
-	want := target.Activity{Status: act.Status, ToolName: act.ToolName}
-	if b.Target.Capabilities().Activity == target.ActivityTyping && act.Status != target.StatusIdle {
-		want = target.Activity{Status: target.StatusTyping}
+	want := adapter.Activity{Status: act.Status, ToolName: act.ToolName}
+	if b.Target.Capabilities().Activity == adapter.ActivityTyping && act.Status != adapter.StatusIdle {
+		want = adapter.Activity{Status: adapter.StatusTyping}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -91,10 +91,10 @@ func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
 	}
 	s := a.state[b.Channel]
 	if s == nil {
-		if want.Status == target.StatusIdle {
+		if want.Status == adapter.StatusIdle {
 			return // nothing shown, nothing to clear
 		}
-		s = &activityState{sent: target.Activity{Status: target.StatusIdle}}
+		s = &activityState{sent: adapter.Activity{Status: adapter.StatusIdle}}
 		a.state[b.Channel] = s
 	}
 	s.bound, s.shower, s.want = b, shower, want
@@ -102,7 +102,7 @@ func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
 		s.timer.Stop()
 		s.timer = nil
 	}
-	if want.Status != target.StatusIdle {
+	if want.Status != adapter.StatusIdle {
 		ch := b.Channel
 		s.timer = time.AfterFunc(a.cfg.Timeout, func() { a.Clear(ch, 0) })
 	}
@@ -145,7 +145,7 @@ func (a *Activity) clearLocked(channel string, seq uint64) {
 		a.cleared[channel] = seq
 	}
 	s := a.state[channel]
-	if s == nil || s.want.Status == target.StatusIdle {
+	if s == nil || s.want.Status == adapter.StatusIdle {
 		return
 	}
 	if s.timer != nil {
@@ -156,11 +156,11 @@ func (a *Activity) clearLocked(channel string, seq uint64) {
 		s.renew.Stop()
 		s.renew = nil
 	}
-	s.want = target.Activity{Status: target.StatusIdle}
+	s.want = adapter.Activity{Status: adapter.StatusIdle}
 	a.kick(channel, s)
 }
 
-// Drop forgets a closed channel without calling its target.
+// Drop forgets a closed channel without calling its adapter.
 func (a *Activity) Drop(channel string) {
 	a.mu.Lock()
 	if s := a.state[channel]; s != nil {
@@ -188,7 +188,7 @@ func (a *Activity) Shown(channel string) string {
 
 // renewLocked shows want again after every, if it is still what the channel shows then (the
 // platform's indicator expires by itself); a.mu is held.
-func (a *Activity) renewLocked(channel string, s *activityState, want target.Activity, every time.Duration) {
+func (a *Activity) renewLocked(channel string, s *activityState, want adapter.Activity, every time.Duration) {
 	if s.renew != nil {
 		s.renew.Stop()
 	}
@@ -196,7 +196,7 @@ func (a *Activity) renewLocked(channel string, s *activityState, want target.Act
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if a.state[channel] == s && s.want == want && s.sent == want {
-			s.sent = target.Activity{} // not shown any more: the sender shows want again
+			s.sent = adapter.Activity{} // not shown any more: the sender shows want again
 			a.kick(channel, s)
 		}
 	})
@@ -226,16 +226,16 @@ func (a *Activity) send(channel string, s *activityState) {
 		a.mu.Lock()
 		if s.want == s.sent || a.ctx.Err() != nil {
 			s.running = false
-			if s.sent.Status == target.StatusIdle && a.state[channel] == s {
+			if s.sent.Status == adapter.StatusIdle && a.state[channel] == s {
 				delete(a.state, channel)
 			}
 			a.mu.Unlock()
 			return
 		}
-		want, shower, adapter := s.want, s.shower, s.bound.Adapter
+		want, shower, adapterName := s.want, s.shower, s.bound.Adapter
 		// Marked under the lock that read want: a ClearWait from now on waits for this call.
 		var showing chan struct{}
-		if want.Status != target.StatusIdle {
+		if want.Status != adapter.StatusIdle {
 			showing = make(chan struct{})
 			s.showing = showing
 		}
@@ -252,10 +252,10 @@ func (a *Activity) send(channel string, s *activityState) {
 			outcome = errorCode(err)
 			a.metrics.ActivityFails.Inc()
 			a.logger.Warn("activity_display_failed", "channel", channel, "stage", "activity", "status", want.Status, "err", err)
-		} else if want.Status == target.StatusIdle {
+		} else if want.Status == adapter.StatusIdle {
 			a.lease(channel, want)
 		}
-		a.metrics.TargetCalls.WithLabelValues(adapter, "activity", outcome).Observe(time.Since(start).Seconds())
+		a.metrics.TargetCalls.WithLabelValues(adapterName, "activity", outcome).Observe(time.Since(start).Seconds())
 
 		a.mu.Lock()
 		s.sent = want // never retried: a status is a hint, the next snapshot replaces it
@@ -263,7 +263,7 @@ func (a *Activity) send(channel string, s *activityState) {
 			close(showing)
 			s.showing = nil
 		}
-		if every := s.bound.Target.Capabilities().ActivityRenewal; err == nil && want.Status != target.StatusIdle && every > 0 {
+		if every := s.bound.Target.Capabilities().ActivityRenewal; err == nil && want.Status != adapter.StatusIdle && every > 0 {
 			a.renewLocked(channel, s, want, every)
 		}
 		a.mu.Unlock()
@@ -271,14 +271,14 @@ func (a *Activity) send(channel string, s *activityState) {
 }
 
 // lease records a status about to be shown, or forgets it once idle is shown (Leases).
-func (a *Activity) lease(channel string, shown target.Activity) {
+func (a *Activity) lease(channel string, shown adapter.Activity) {
 	if a.cfg.Leases == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.CallTimeout)
 	defer cancel()
 	var err error
-	if shown.Status == target.StatusIdle {
+	if shown.Status == adapter.StatusIdle {
 		err = a.cfg.Leases.cleared(ctx, channel)
 	} else {
 		err = a.cfg.Leases.shown(ctx, channel, time.Now())
@@ -328,14 +328,14 @@ func (a *Activity) sweep(ctx context.Context) {
 		if err != nil {
 			continue // closed: nothing to clear
 		}
-		shower, ok := target.ShowerOf(b.Target)
+		shower, ok := adapter.ShowerOf(b.Target)
 		if !ok {
 			continue
 		}
 		a.logger.Info("activity_cleared_left_behind", "channel", d.channel, "stage", "activity")
 		a.mu.Lock()
 		if a.state[d.channel] == nil {
-			s := &activityState{bound: b, shower: shower, sent: target.Activity{Status: "left_behind"}, want: target.Activity{Status: target.StatusIdle}}
+			s := &activityState{bound: b, shower: shower, sent: adapter.Activity{Status: "left_behind"}, want: adapter.Activity{Status: adapter.StatusIdle}}
 			a.state[d.channel] = s
 			a.kick(d.channel, s)
 		}
@@ -352,8 +352,8 @@ func (a *Activity) Close(ctx context.Context) error {
 			s.timer.Stop()
 			s.timer = nil
 		}
-		if s.want.Status != target.StatusIdle {
-			s.want = target.Activity{Status: target.StatusIdle}
+		if s.want.Status != adapter.StatusIdle {
+			s.want = adapter.Activity{Status: adapter.StatusIdle}
 			a.kick(ch, s)
 		}
 	}

@@ -9,20 +9,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 )
 
 // statusTarget records the statuses shown.
 type statusTarget struct {
-	caps target.Capabilities
+	caps adapter.Capabilities
 	mu   sync.Mutex
 	seen []string
 }
 
-func (t *statusTarget) Send(context.Context, target.Message) (string, error) { return "m", nil }
-func (t *statusTarget) Capabilities() target.Capabilities                    { return t.caps }
-func (t *statusTarget) ShowActivity(_ context.Context, a target.Activity) error {
+func (t *statusTarget) Send(context.Context, adapter.Message) (string, error) { return "m", nil }
+func (t *statusTarget) Capabilities() adapter.Capabilities                    { return t.caps }
+func (t *statusTarget) ShowActivity(_ context.Context, a adapter.Activity) error {
 	t.mu.Lock()
 	t.seen = append(t.seen, a.Status)
 	t.mu.Unlock()
@@ -38,10 +38,10 @@ func (t *statusTarget) shown() []string {
 // edge-api §7.2: a platform indicator that expires by itself (ActivityRenewal) is shown again
 // while the status lasts, and no more once it is cleared.
 func TestActivity_ExpiringIndicatorIsRenewedUntilCleared(t *testing.T) {
-	tg := &statusTarget{caps: target.Capabilities{Activity: target.ActivityTyping, ActivityRenewal: 30 * time.Millisecond}}
+	tg := &statusTarget{caps: adapter.Capabilities{Activity: adapter.ActivityTyping, ActivityRenewal: 30 * time.Millisecond}}
 	a := NewActivity(ActivityConfig{Timeout: time.Minute}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	defer func() { _ = a.Close(context.Background()) }()
-	a.Show(Bound{Channel: "c", Adapter: "fake", Target: tg}, profile.Activity{Status: target.StatusThinking}, 1)
+	a.Show(Bound{Channel: "c", Adapter: "fake", Target: tg}, profile.Activity{Status: adapter.StatusThinking}, 1)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(tg.shown()) < 4 {
 		if time.Now().After(deadline) {
@@ -50,7 +50,7 @@ func TestActivity_ExpiringIndicatorIsRenewedUntilCleared(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	a.Clear("c", 2)
-	for last := ""; last != target.StatusIdle; {
+	for last := ""; last != adapter.StatusIdle; {
 		if s := tg.shown(); len(s) > 0 {
 			last = s[len(s)-1]
 		}
@@ -65,7 +65,7 @@ func TestActivity_ExpiringIndicatorIsRenewedUntilCleared(t *testing.T) {
 		t.Fatalf("after idle the indicator was shown again: %v", s)
 	}
 	for _, st := range tg.shown()[:n-1] {
-		if st != target.StatusTyping {
+		if st != adapter.StatusTyping {
 			t.Fatalf("shown %v: want typing until idle", tg.shown())
 		}
 	}

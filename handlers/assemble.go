@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -76,9 +76,9 @@ type buffer struct {
 	key   bufKey
 	kv    string // KV key of the message
 	bind  Bound
-	edit  target.Editor  // streaming edit (nil: not)
-	draft target.Drafter // streaming draft (nil: not); with neither, nothing is displayed
-	at    Place          // place of the latest applied delta (buf.mu)
+	edit  adapter.Editor  // streaming edit (nil: not)
+	draft adapter.Drafter // streaming draft (nil: not); with neither, nothing is displayed
+	at    Place           // place of the latest applied delta (buf.mu)
 
 	elem *list.Element // in Assembler.lru; a.mu guards it
 
@@ -214,9 +214,9 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	}
 	now := time.Now()
 	buf := &buffer{key: bufKey{b.Channel, d.MessageID}, kv: kv, bind: b, next: 1, opened: now, lastSeen: now}
-	if e, ok := target.EditorOf(b.Target); ok {
+	if e, ok := adapter.EditorOf(b.Target); ok {
 		buf.edit = e
-	} else if d, ok := target.DrafterOf(b.Target); ok {
+	} else if d, ok := adapter.DrafterOf(b.Target); ok {
 		buf.draft = d
 	}
 	// The message may have begun before this worker held it (restart, eviction, rebalance) or
@@ -416,7 +416,7 @@ func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struc
 		// The interval runs from the end of a call, so the target never sees two calls of a
 		// message closer than EditInterval, however long each took.
 		buf.lastCall = time.Now()
-		if after, ok := target.RetryAfterOf(err); ok && !errors.Is(err, errDisplayInDoubt) {
+		if after, ok := adapter.RetryAfterOf(err); ok && !errors.Is(err, errDisplayInDoubt) {
 			// The platform asked to wait (its rate limit): no call to the chat before then,
 			// and the preview goes on with the text it has by then.
 			buf.mu.Unlock()
@@ -487,9 +487,9 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 			return "", err
 		default:
 			start := time.Now()
-			id, err = buf.bind.Target.Send(ctx, target.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
+			id, err = buf.bind.Target.Send(ctx, adapter.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
 			a.observe(buf.bind.Adapter, "send", start, err)
-			if _, wait := target.RetryAfterOf(err); wait {
+			if _, wait := adapter.RetryAfterOf(err); wait {
 				// Refused for its rate, so nothing was created: withdraw the intent, and the
 				// next display call creates the message afresh.
 				if derr := a.records.Delete(ctx, buf.kv, rev); derr != nil {
@@ -523,7 +523,7 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 		// through this process, whose FinishHandle stops this display and waits for this call
 		// before the final's own: no read needed.
 		start := time.Now()
-		err := buf.edit.Edit(ctx, id, target.Message{Text: text})
+		err := buf.edit.Edit(ctx, id, adapter.Message{Text: text})
 		a.observe(buf.bind.Adapter, "edit", start, err)
 		return id, err
 	}
@@ -548,7 +548,7 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 		}
 	}
 	start := time.Now()
-	err = buf.edit.Edit(ctx, id, target.Message{Text: text})
+	err = buf.edit.Edit(ctx, id, adapter.Message{Text: text})
 	a.observe(buf.bind.Adapter, "edit", start, err)
 	if leased {
 		if rerr := a.release(ctx, buf.kv, id); rerr != nil {

@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 )
 
 // draftTarget records the drafts shown.
 type draftTarget struct {
-	caps target.Capabilities
+	caps adapter.Capabilities
 	mu   sync.Mutex
 	seen []string
 }
 
-func (t *draftTarget) Send(context.Context, target.Message) (string, error) { return "m", nil }
-func (t *draftTarget) Capabilities() target.Capabilities                    { return t.caps }
+func (t *draftTarget) Send(context.Context, adapter.Message) (string, error) { return "m", nil }
+func (t *draftTarget) Capabilities() adapter.Capabilities                    { return t.caps }
 func (t *draftTarget) Draft(_ context.Context, _, text string) error {
 	t.mu.Lock()
 	t.seen = append(t.seen, text)
@@ -45,7 +45,7 @@ func TestAssemble_DraftPreviewRenewedWhileTheMessageWaits(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = asm.Run(rctx) }()
-	tg := &draftTarget{caps: target.Capabilities{Streaming: target.StreamingDraft, PreviewRenewal: 1200 * time.Millisecond}}
+	tg := &draftTarget{caps: adapter.Capabilities{Streaming: adapter.StreamingDraft, PreviewRenewal: 1200 * time.Millisecond}}
 	b := Bound{Channel: "c1", Adapter: "fake", Target: tg}
 	for i, part := range []string{"Hello ", "there"} {
 		if perr, err := asm.Apply(ctx, b, profile.Delta{MessageID: "m1", Sequence: int64(i + 1), Text: part}, Place{Seq: uint64(i + 1)}, false); perr != nil || err != nil {

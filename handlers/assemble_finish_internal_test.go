@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/pipeline/natstest"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -41,7 +41,7 @@ func running(buf *buffer) bool {
 // finished, and neither Apply nor kick shows it again.
 func TestAssemble_NoDisplayAfterTheFinalTookTheBuffer(t *testing.T) {
 	asm := newTestAssembler(t)
-	tg := &draftTarget{caps: target.Capabilities{Streaming: target.StreamingDraft}}
+	tg := &draftTarget{caps: adapter.Capabilities{Streaming: adapter.StreamingDraft}}
 	b := Bound{Channel: "c1", Adapter: "fake", Target: tg}
 	if perr, err := asm.Apply(context.Background(), b, profile.Delta{MessageID: "m1", Sequence: 1, Text: "Hello"}, Place{Seq: 1}, false); perr != nil || err != nil {
 		t.Fatalf("delta: %v %v", perr, err)

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -229,7 +229,7 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 
 	// From here the target may be touched: the intent stays unless the target refused.
 	d.calls.start(key)
-	targetID, terr := d.callTarget(ctx, b, intent.TargetMessageID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
+	targetID, terr := d.callTarget(ctx, b, intent.TargetMessageID, adapter.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)})
 	if terr != nil {
 		var pe *profile.Error
 		if !errors.As(terr, &pe) {
@@ -240,7 +240,7 @@ func (d *Deliverer) send(ctx context.Context, in profile.Envelope, msg profile.M
 			d.calls.forget(key)
 			return profile.Rejected(msg.MessageID, pe), nil
 		}
-		if target.IsAmbiguous(terr) && !b.Target.Capabilities().ResendSafe() && (intent.TargetMessageID == "" || !canEdit(b.Target)) {
+		if adapter.IsAmbiguous(terr) && !b.Target.Capabilities().ResendSafe() && (intent.TargetMessageID == "" || !canEdit(b.Target)) {
 			// The platform may show the message and cannot tell: it is never sent again
 			// (P-STATE-8).
 			intent.State, intent.At = StateUnknown, time.Now().UnixMilli()
@@ -330,7 +330,7 @@ func (d *Deliverer) existing(ctx context.Context, in profile.Envelope, msg profi
 // Anything else stays in doubt.
 func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg profile.Message, b Bound, key, digest string, cur Record, rev uint64, at Place) (profile.Ack, bool, error) {
 	targetID, final := cur.TargetMessageID, false
-	if r, ok := target.ReconcilerOf(b.Target); ok {
+	if r, ok := adapter.ReconcilerOf(b.Target); ok {
 		shown, found, err := r.Lookup(ctx, idempotencyKey(b.Channel, msg.MessageID))
 		if err != nil {
 			return profile.Ack{}, false, fmt.Errorf("reconcile: %w", err)
@@ -357,7 +357,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		ack, err := d.deliver(ctx, in, msg, b, at)
 		return ack, true, err
 	}
-	if _, canEdit := target.EditorOf(b.Target); !final && (targetID == "" || !canEdit) {
+	if _, canEdit := adapter.EditorOf(b.Target); !final && (targetID == "" || !canEdit) {
 		return profile.Ack{}, false, nil
 	}
 	if !final {
@@ -368,7 +368,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		if perr != nil {
 			return profile.Ack{}, false, nil // the files are gone: the outcome stays unknown
 		}
-		if _, err := d.callTarget(ctx, b, targetID, target.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)}); err != nil {
+		if _, err := d.callTarget(ctx, b, targetID, adapter.Message{Text: msg.Text, Files: files, Final: true, IdempotencyKey: idempotencyKey(b.Channel, msg.MessageID)}); err != nil {
 			var pe *profile.Error
 			if !errors.As(err, &pe) {
 				pe = profile.Errorf(profile.CodeTargetUnavailable, "%v", err)
@@ -421,25 +421,25 @@ func (d *Deliverer) complete(ctx context.Context, key string, rec Record, rev ui
 // dedupes reports whether t's in-doubt rule is to send again (the platform shows one message
 // per idempotency key) and the intent in cur is still inside the platform's window.
 // canEdit reports whether t streams by editing (a final can be applied to a shown message).
-func canEdit(t target.Target) bool {
-	_, ok := target.EditorOf(t)
+func canEdit(t adapter.Target) bool {
+	_, ok := adapter.EditorOf(t)
 	return ok
 }
 
-func dedupes(t target.Target, cur Record) bool {
+func dedupes(t adapter.Target, cur Record) bool {
 	c := t.Capabilities()
-	if c.InDoubtRule() != target.InDoubtDedupe {
+	if c.InDoubtRule() != adapter.InDoubtDedupe {
 		return false
 	}
 	return c.InDoubtWindow <= 0 || time.Since(time.UnixMilli(cur.At)) < c.InDoubtWindow
 }
 
 // callTarget edits the streamed message, or sends the final, retrying retryable failures within
-// the budget. A failure that names its retry time (target.RetryAfterError) is retried no sooner:
+// the budget. A failure that names its retry time (adapter.RetryAfterError) is retried no sooner:
 // only this channel's lane waits (and its display calls, through the pacer); a retry time past the
 // budget ends the retries at once.
-func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m target.Message) (string, error) {
-	editor, canEdit := target.EditorOf(b.Target)
+func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m adapter.Message) (string, error) {
+	editor, canEdit := adapter.EditorOf(b.Target)
 	call := func() error {
 		if err := d.pacer.Wait(ctx, b.Channel); err != nil {
 			return err
@@ -482,11 +482,11 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		if err == nil || ctx.Err() != nil || (errors.As(err, &pe) && !pe.Retryable) {
 			return targetID, err
 		}
-		if target.IsAmbiguous(err) && !(targetID != "" && canEdit) && !b.Target.Capabilities().ResendSafe() {
+		if adapter.IsAmbiguous(err) && !(targetID != "" && canEdit) && !b.Target.Capabilities().ResendSafe() {
 			return targetID, err // a send that may have been shown is not made again
 		}
 		wait := bo.NextBackOff()
-		if after, ok := target.RetryAfterOf(err); ok {
+		if after, ok := adapter.RetryAfterOf(err); ok {
 			wait = after
 			d.pacer.Pause(b.Channel, after)
 			d.metrics.LaneWaits.WithLabelValues(b.Adapter).Inc()
@@ -504,11 +504,11 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 	}
 }
 
-func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profile.File) ([]target.File, *profile.Error, error) {
+func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profile.File) ([]adapter.File, *profile.Error, error) {
 	if len(in) == 0 {
 		return nil, nil, nil
 	}
-	out := make([]target.File, 0, len(in))
+	out := make([]adapter.File, 0, len(in))
 	for i, f := range in {
 		info, err := d.files.Resolve(ctx, channel, f.FileRef)
 		var pe *profile.Error
@@ -518,7 +518,7 @@ func (d *Deliverer) resolveFiles(ctx context.Context, channel string, in []profi
 		if err != nil {
 			return nil, nil, err
 		}
-		tf := target.File{Type: f.Type, FileRef: f.FileRef, Filename: f.Filename, MimeType: f.MimeType, ByteSize: info.ByteSize, URL: info.URL}
+		tf := adapter.File{Type: f.Type, FileRef: f.FileRef, Filename: f.Filename, MimeType: f.MimeType, ByteSize: info.ByteSize, URL: info.URL}
 		if tf.Filename == "" {
 			tf.Filename = info.Filename
 		}

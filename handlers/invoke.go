@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -163,9 +163,9 @@ func (d *Deliverer) invokeSend(ctx context.Context, job invocation, intent Recor
 		}
 	}
 	out := &toolOutput{}
-	m := target.Message{Text: job.args.Text, Files: files, Final: true, IdempotencyKey: job.idem}
+	m := adapter.Message{Text: job.args.Text, Files: files, Final: true, IdempotencyKey: job.idem}
 	if job.ti.Tool == profile.ToolReplyMessage {
-		if job.b.Target.Capabilities().Reply == target.ReplyNative {
+		if job.b.Target.Capabilities().Reply == adapter.ReplyNative {
 			m.ReplyTo = job.args.ReplyTo
 		} else {
 			out.Reply = replyDegraded
@@ -238,7 +238,7 @@ func (d *Deliverer) invokedBefore(ctx context.Context, job invocation, cur Recor
 // its message; absent → run afresh; a target that shows one message per idempotency key → sent
 // again.
 func (d *Deliverer) settleInvocation(ctx context.Context, job invocation, cur Record, rev uint64) (*toolOutput, *profile.Error, bool, error) {
-	if r, ok := target.ReconcilerOf(job.b.Target); ok {
+	if r, ok := adapter.ReconcilerOf(job.b.Target); ok {
 		shown, found, err := r.Lookup(ctx, job.idem)
 		switch {
 		case err != nil:

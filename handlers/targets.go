@@ -5,26 +5,26 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 )
 
 // ChannelSource looks channels up (the channel registry).
 type ChannelSource interface {
-	Lookup(ctx context.Context, id string) (target.Channel, bool, error)
+	Lookup(ctx context.Context, id string) (adapter.Channel, bool, error)
 }
 
-// Bound is a channel's open target.
+// Bound is a channel's open adapter.
 type Bound struct {
 	Channel string
 	Adapter string
-	Target  target.Target
+	Target  adapter.Target
 }
 
 // Targets resolves a channel to its bound target, opening each binding once per channel revision.
 type Targets struct {
 	channels ChannelSource
-	adapters *target.Registry
+	adapters *adapter.Registry
 
 	mu    sync.Mutex
 	cache map[string]cachedTarget
@@ -36,7 +36,7 @@ type cachedTarget struct {
 }
 
 // NewTargets returns a resolver over the registry and adapters.
-func NewTargets(ch ChannelSource, adapters *target.Registry) *Targets {
+func NewTargets(ch ChannelSource, adapters *adapter.Registry) *Targets {
 	return &Targets{channels: ch, adapters: adapters, cache: map[string]cachedTarget{}}
 }
 

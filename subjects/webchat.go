@@ -1,6 +1,6 @@
 package subjects
 
-// Names of the webchat target's state (handlers/target/webchat). The webchat "target system" is
+// Names of the webchat target's state (handlers/adapter/webchat). The webchat "target system" is
 // a JetStream stream: the worker-side adapter publishes the state of each chat message (and the
 // channel's activity status) to its own subject, and gateways stream those subjects to the
 // channel's browser pages. With one message kept per subject, the stream holds the latest state

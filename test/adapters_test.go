@@ -13,28 +13,28 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/handlers/target/targettest"
-	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/adaptertest"
+	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/pipeline/natstest"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
 )
 
-// The universal adapter suite (handlers/target/targettest) on the webhook adapter, against the
+// The universal adapter suite (handlers/adapter/adaptertest) on the webhook adapter, against the
 // loopback webhook target of edge-api §7.1 (testkit.Target), channels bound with lookup on.
 func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
-	files := targettest.NewFiles()
+	files := adaptertest.NewFiles()
 	links := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(files.Bytes(strings.TrimPrefix(r.URL.Path, "/files/refs/")))
 	}))
 	t.Cleanup(links.Close)
-	targettest.Run(t, targettest.Setup{
+	adaptertest.Run(t, adaptertest.Setup{
 		Adapter: webhook.New(webhook.Options{}),
 		Files:   files,
-		FileURL: func(ref string) string { return links.URL + target.RefPath(ref) },
-		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
+		FileURL: func(ref string) string { return links.URL + adapter.RefPath(ref) },
+		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
 			tg, err := testkit.NewTarget("s3cr3t-suite-0123456789", testkit.TargetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -43,12 +43,12 @@ func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
 			cfg := tg.Config(streaming, activity)
 			cfg["lookup"] = true
 			raw, _ := json.Marshal(cfg)
-			return targettest.Chat{
+			return adaptertest.Chat{
 				Config:   raw,
-				Messages: func(t *testing.T) []targettest.Seen { return seenByWebhook(t, tg) },
+				Messages: func(t *testing.T) []adaptertest.Seen { return seenByWebhook(t, tg) },
 				Activity: func(*testing.T) bool {
 					calls := tg.ActivityCalls()
-					return len(calls) > 0 && calls[len(calls)-1] != target.StatusIdle
+					return len(calls) > 0 && calls[len(calls)-1] != adapter.StatusIdle
 				},
 			}
 		},
@@ -56,11 +56,11 @@ func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
 }
 
 // seenByWebhook replays the target's message calls: each POST a message, each PATCH an edit.
-func seenByWebhook(t *testing.T, tg *testkit.Target) []targettest.Seen {
-	var out []targettest.Seen
+func seenByWebhook(t *testing.T, tg *testkit.Target) []adaptertest.Seen {
+	var out []adaptertest.Seen
 	byID := map[string]int{}
 	for _, c := range tg.MessageCalls() {
-		var files []targettest.SeenFile
+		var files []adaptertest.SeenFile
 		raw, _ := c.Body["files"].([]any)
 		for _, f := range raw {
 			fm, _ := f.(map[string]any)
@@ -72,7 +72,7 @@ func seenByWebhook(t *testing.T, tg *testkit.Target) []targettest.Seen {
 			data, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			name, _ := fm["filename"].(string)
-			files = append(files, targettest.SeenFile{Name: name, Data: data})
+			files = append(files, adaptertest.SeenFile{Name: name, Data: data})
 		}
 		if id, ok := strings.CutPrefix(c.Path, "/messages/"); ok {
 			if i, known := byID[id]; known {
@@ -83,7 +83,7 @@ func seenByWebhook(t *testing.T, tg *testkit.Target) []targettest.Seen {
 		replyTo, _ := c.Body["reply_to_target_message_id"].(string)
 		id := fmt.Sprintf("tm-%d", len(byID)+1) // testkit.Target numbers its messages in order
 		byID[id] = len(out)
-		out = append(out, targettest.Seen{ID: id, Text: c.Text(), Files: files, ReplyTo: replyTo})
+		out = append(out, adaptertest.Seen{ID: id, Text: c.Text(), Files: files, ReplyTo: replyTo})
 	}
 	return out
 }
@@ -99,22 +99,22 @@ func TestAdapters_WebchatPassesTheUniversalSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := targettest.NewFiles()
+	files := adaptertest.NewFiles()
 	n := 0
-	targettest.Run(t, targettest.Setup{
+	adaptertest.Run(t, adaptertest.Setup{
 		Adapter: a,
 		Files:   files,
-		NewChat: func(t *testing.T, streaming, activity string) targettest.Chat {
+		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
 			n++
 			channel := fmt.Sprintf("suite-%d", n)
 			raw, _ := json.Marshal(map[string]any{webchat.ChannelKey: channel})
-			return targettest.Chat{
+			return adaptertest.Chat{
 				Config:   raw,
-				Messages: func(t *testing.T) []targettest.Seen { return seenOnPage(t, js, files, channel) },
+				Messages: func(t *testing.T) []adaptertest.Seen { return seenOnPage(t, js, files, channel) },
 				Activity: func(t *testing.T) bool {
 					for _, it := range pageItems(t, js, channel) {
 						if it.Kind == webchat.KindStatus {
-							return it.Status != target.StatusIdle
+							return it.Status != adapter.StatusIdle
 						}
 					}
 					return false
@@ -154,7 +154,7 @@ func pageItems(t *testing.T, js jetstream.JetStream, channel string) []webchat.I
 	return items
 }
 
-func seenOnPage(t *testing.T, js jetstream.JetStream, files *targettest.Files, channel string) []targettest.Seen {
+func seenOnPage(t *testing.T, js jetstream.JetStream, files *adaptertest.Files, channel string) []adaptertest.Seen {
 	var msgs []webchat.Item
 	for _, it := range pageItems(t, js, channel) {
 		if it.Kind == webchat.KindMessage && it.Role == webchat.RoleAssistant {
@@ -162,11 +162,11 @@ func seenOnPage(t *testing.T, js jetstream.JetStream, files *targettest.Files, c
 		}
 	}
 	slices.SortFunc(msgs, func(a, b webchat.Item) int { return int(a.Created - b.Created) })
-	var out []targettest.Seen
+	var out []adaptertest.Seen
 	for _, it := range msgs {
-		s := targettest.Seen{ID: it.ID, Text: it.Text, ReplyTo: it.ReplyTo}
+		s := adaptertest.Seen{ID: it.ID, Text: it.Text, ReplyTo: it.ReplyTo}
 		for _, f := range it.Files {
-			s.Files = append(s.Files, targettest.SeenFile{Name: f.Filename, Data: files.Bytes(f.FileRef)})
+			s.Files = append(s.Files, adaptertest.SeenFile{Name: f.Filename, Data: files.Bytes(f.FileRef)})
 		}
 		out = append(out, s)
 	}

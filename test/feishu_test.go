@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/feishu"
-	"github.com/ximd/ximd/handlers/target/feishu/feishutest"
+	"github.com/ximd/ximd/handlers/adapter/feishu"
+	"github.com/ximd/ximd/handlers/adapter/feishu/feishutest"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/testkit"
@@ -99,7 +99,7 @@ func TestInDoubt_UndisplayedFinalIsNeverSentBlindly(t *testing.T) {
 	}
 }
 
-// P-STATE-8 with a target that can tell (target.Reconciler): on a webchat channel an interrupted
+// P-STATE-8 with a target that can tell (adapter.Reconciler): on a webchat channel an interrupted
 // final is looked up by its idempotency key; nothing there → it is delivered afresh and accepted,
 // and a retransmission after that is a duplicate: shown once, never in doubt.
 func TestInDoubt_WebchatLooksTheMessageUp(t *testing.T) {

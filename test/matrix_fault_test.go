@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/ximd/ximd/handlers/target/matrix"
+	"github.com/ximd/ximd/handlers/adapter/matrix"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/dendrite"

@@ -13,7 +13,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/ximd/ximd/handlers/target/matrix"
+	"github.com/ximd/ximd/handlers/adapter/matrix"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/dendrite"
 	"github.com/ximd/ximd/test/testkit"

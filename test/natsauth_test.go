@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"maunium.net/go/mautrix/event"
 
-	"github.com/ximd/ximd/handlers/target/webchat"
+	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
@@ -468,7 +468,7 @@ func TestSend_ReplayedSignatureRefused(t *testing.T) {
 	if status != http.StatusUnauthorized || fmt.Sprint(unknown) != fmt.Sprint(badSig) {
 		t.Fatalf("unknown channel: %d %v; bad signature: %v: want the same 401", status, unknown, badSig)
 	}
-	// The route is each adapter's (target.Receiver); an adapter that takes no posts (matrix polls)
+	// The route is each adapter's (adapter.Receiver); an adapter that takes no posts (matrix polls)
 	// or no adapter at all has none, and the bearer token opens nothing there either.
 	for _, path := range []string{"/v1/targets/matrix/" + e.channel + "/messages", "/v1/targets/nope/" + e.channel + "/messages"} {
 		if status, body, _ := e.node.Do(http.MethodPost, path, map[string]any{}); status != http.StatusNotFound {

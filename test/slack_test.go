@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/slack"
-	"github.com/ximd/ximd/handlers/target/slack/slacktest"
+	"github.com/ximd/ximd/handlers/adapter/slack"
+	"github.com/ximd/ximd/handlers/adapter/slack/slacktest"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"

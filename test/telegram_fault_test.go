@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/telegram"
-	"github.com/ximd/ximd/handlers/target/telegram/telegramtest"
+	"github.com/ximd/ximd/handlers/adapter/telegram"
+	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/handlers/target/telegram"
-	"github.com/ximd/ximd/handlers/target/telegram/telegramtest"
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/telegram"
+	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/testkit"
@@ -114,7 +114,7 @@ func TestTelegram_EndToEndPrivateChat(t *testing.T) {
 		if d.DraftID != drafts[0].DraftID {
 			t.Fatalf("draft ids %q and %q for one answer", drafts[0].DraftID, d.DraftID)
 		}
-		if !(target.Capabilities{FirstPreviewWords: telegram.DefaultFirstPreviewWords}).PreviewReady(d.Text) {
+		if !(adapter.Capabilities{FirstPreviewWords: telegram.DefaultFirstPreviewWords}).PreviewReady(d.Text) {
 			t.Fatalf("a draft shown before its first %d words: %q", telegram.DefaultFirstPreviewWords, d.Text)
 		}
 	}

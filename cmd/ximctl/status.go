@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -176,7 +176,7 @@ func channelsFromKV(ctx context.Context, js jetstream.JetStream, only string) ([
 		if e == nil {
 			break // every current value has been seen
 		}
-		var ch target.Channel
+		var ch adapter.Channel
 		if err := json.Unmarshal(e.Value(), &ch); err != nil {
 			return nil, fmt.Errorf("channel %s: %w", e.Key(), err)
 		}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 )
 
 // ximctl target answers the webhook adapter's calls, lookups included (config "lookup": true):
@@ -29,9 +29,9 @@ func TestTargetAnswersLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	lookup := func(key string) (target.Shown, bool) {
+	lookup := func(key string) (adapter.Shown, bool) {
 		t.Helper()
-		shown, found, err := tg.(target.Reconciler).Lookup(ctx, key)
+		shown, found, err := tg.(adapter.Reconciler).Lookup(ctx, key)
 		if err != nil {
 			t.Fatalf("lookup %s: %v", key, err)
 		}
@@ -40,17 +40,17 @@ func TestTargetAnswersLookups(t *testing.T) {
 	if _, found := lookup("ch:m1"); found {
 		t.Fatal("an unsent key was found")
 	}
-	id, err := tg.Send(ctx, target.Message{Text: "hel", IdempotencyKey: "ch:m1"})
+	id, err := tg.Send(ctx, adapter.Message{Text: "hel", IdempotencyKey: "ch:m1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shown, found := lookup("ch:m1"); !found || shown != (target.Shown{ID: id, Text: "hel"}) {
+	if shown, found := lookup("ch:m1"); !found || shown != (adapter.Shown{ID: id, Text: "hel"}) {
 		t.Fatalf("after the create: %+v found=%v", shown, found)
 	}
-	if err := tg.(target.Editor).Edit(ctx, id, target.Message{Text: "hello", Final: true}); err != nil {
+	if err := tg.(adapter.Editor).Edit(ctx, id, adapter.Message{Text: "hello", Final: true}); err != nil {
 		t.Fatal(err)
 	}
-	if shown, found := lookup("ch:m1"); !found || shown != (target.Shown{ID: id, Text: "hello", Final: true}) {
+	if shown, found := lookup("ch:m1"); !found || shown != (adapter.Shown{ID: id, Text: "hello", Final: true}) {
 		t.Fatalf("after the final edit: %+v found=%v", shown, found)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/test/testkit"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -24,7 +24,7 @@ type Registry struct {
 	logger *slog.Logger
 
 	mu       sync.RWMutex
-	byID     map[string]target.Channel
+	byID     map[string]adapter.Channel
 	watchers []func(id string, open bool)
 	watch    jetstream.KeyWatcher
 }
@@ -39,7 +39,7 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("channels: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]target.Channel{}, watch: w}
+	r := &Registry{kv: kv, logger: logger, byID: map[string]adapter.Channel{}, watch: w}
 	// The initial values end with a nil entry.
 	for {
 		select {
@@ -90,7 +90,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if open {
-		var ch target.Channel
+		var ch adapter.Channel
 		if err := json.Unmarshal(e.Value(), &ch); err != nil {
 			r.mu.Unlock()
 			r.logger.Error("channel_record_unreadable", "channel", id, "err", err)
@@ -109,7 +109,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 }
 
 // Get returns an open channel from memory.
-func (r *Registry) Get(id string) (target.Channel, bool) {
+func (r *Registry) Get(id string) (adapter.Channel, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	ch, ok := r.byID[id]
@@ -124,19 +124,19 @@ func (r *Registry) IsOpen(id string) bool {
 
 // Lookup returns the channel from memory, or, on a miss, from the bucket itself (a channel opened
 // a moment ago through another gateway may not have reached this watcher yet).
-func (r *Registry) Lookup(ctx context.Context, id string) (target.Channel, bool, error) {
+func (r *Registry) Lookup(ctx context.Context, id string) (adapter.Channel, bool, error) {
 	if ch, ok := r.Get(id); ok {
 		return ch, true, nil
 	}
 	if subjects.Token(id) != nil {
-		return target.Channel{}, false, nil
+		return adapter.Channel{}, false, nil
 	}
 	e, err := r.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return target.Channel{}, false, nil
+		return adapter.Channel{}, false, nil
 	}
 	if err != nil {
-		return target.Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
+		return adapter.Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
 	}
 	r.apply(e)
 	ch, ok := r.Get(id)
@@ -144,9 +144,9 @@ func (r *Registry) Lookup(ctx context.Context, id string) (target.Channel, bool,
 }
 
 // List returns every open channel, sorted by id.
-func (r *Registry) List() []target.Channel {
+func (r *Registry) List() []adapter.Channel {
 	r.mu.RLock()
-	out := make([]target.Channel, 0, len(r.byID))
+	out := make([]adapter.Channel, 0, len(r.byID))
 	for _, ch := range r.byID {
 		out = append(out, ch)
 	}
@@ -157,12 +157,12 @@ func (r *Registry) List() []target.Channel {
 
 // Put opens or re-opens a channel. It returns the stored record (with its revision) and whether
 // anything changed: the same PUT twice is a no-op.
-func (r *Registry) Put(ctx context.Context, ch target.Channel) (target.Channel, error) {
+func (r *Registry) Put(ctx context.Context, ch adapter.Channel) (adapter.Channel, error) {
 	if err := subjects.Token(ch.ID); err != nil {
-		return target.Channel{}, fmt.Errorf("channels: %w", err)
+		return adapter.Channel{}, fmt.Errorf("channels: %w", err)
 	}
 	if cur, ok, err := r.Lookup(ctx, ch.ID); err != nil {
-		return target.Channel{}, err
+		return adapter.Channel{}, err
 	} else if ok && same(cur, ch) {
 		return cur, nil
 	} else if ok {
@@ -170,11 +170,11 @@ func (r *Registry) Put(ctx context.Context, ch target.Channel) (target.Channel, 
 	}
 	b, err := json.Marshal(ch)
 	if err != nil {
-		return target.Channel{}, fmt.Errorf("channels: encode: %w", err)
+		return adapter.Channel{}, fmt.Errorf("channels: encode: %w", err)
 	}
 	rev, err := r.kv.Put(ctx, ch.ID, b)
 	if err != nil {
-		return target.Channel{}, fmt.Errorf("channels: put %s: %w", ch.ID, err)
+		return adapter.Channel{}, fmt.Errorf("channels: put %s: %w", ch.ID, err)
 	}
 	ch.Revision = rev
 	r.mu.Lock()
@@ -204,14 +204,14 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-func same(a, b target.Channel) bool {
+func same(a, b adapter.Channel) bool {
 	ja, _ := json.Marshal(struct {
-		C target.Connection
-		T target.Binding
+		C adapter.Connection
+		T adapter.Binding
 	}{a.Connection, a.Target})
 	jb, _ := json.Marshal(struct {
-		C target.Connection
-		T target.Binding
+		C adapter.Connection
+		T adapter.Binding
 	}{b.Connection, b.Target})
 	return string(ja) == string(jb)
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/profile"
 )
@@ -39,13 +39,13 @@ type ChannelState interface {
 // ChannelsAPI serves /v1/channels (edge-api §4).
 type ChannelsAPI struct {
 	reg      *channels.Registry
-	adapters *target.Registry
+	adapters *adapter.Registry
 	state    ChannelState
 	logger   *slog.Logger
 }
 
 // NewChannelsAPI returns the channels API.
-func NewChannelsAPI(reg *channels.Registry, adapters *target.Registry, state ChannelState, logger *slog.Logger) *ChannelsAPI {
+func NewChannelsAPI(reg *channels.Registry, adapters *adapter.Registry, state ChannelState, logger *slog.Logger) *ChannelsAPI {
 	return &ChannelsAPI{reg: reg, adapters: adapters, state: state, logger: logger}
 }
 
@@ -60,23 +60,23 @@ func (a *ChannelsAPI) register(mux *http.ServeMux, auth func(http.Handler) http.
 }
 
 type descriptor struct {
-	Connection *target.Connection `json:"connection"`
-	Target     *target.Binding    `json:"target"`
+	Connection *adapter.Connection `json:"connection"`
+	Target     *adapter.Binding    `json:"target"`
 }
 
 type channelView struct {
-	ID         string            `json:"connector_channel_id"`
-	Status     string            `json:"status"`
-	Connection target.Connection `json:"connection"`
-	Target     targetView        `json:"target"`
-	Stats      *Stats            `json:"stats,omitempty"`
-	Failures   *[]Failure        `json:"failures,omitempty"`
+	ID         string             `json:"connector_channel_id"`
+	Status     string             `json:"status"`
+	Connection adapter.Connection `json:"connection"`
+	Target     targetView         `json:"target"`
+	Stats      *Stats             `json:"stats,omitempty"`
+	Failures   *[]Failure         `json:"failures,omitempty"`
 }
 
 type targetView struct {
-	Adapter      string              `json:"adapter"`
-	Capabilities target.Capabilities `json:"capabilities"`
-	Config       json.RawMessage     `json:"config,omitempty"`
+	Adapter      string               `json:"adapter"`
+	Capabilities adapter.Capabilities `json:"capabilities"`
+	Config       json.RawMessage      `json:"config,omitempty"`
 }
 
 func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
@@ -139,9 +139,9 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, asDescriptorError(err))
 		return
 	}
-	if p, ok := ad.(target.Prober); ok {
+	if p, ok := ad.(adapter.Prober); ok {
 		pctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
-		err := p.Probe(pctx, target.Channel{ID: id, Connection: *d.Connection, Target: *d.Target})
+		err := p.Probe(pctx, adapter.Channel{ID: id, Connection: *d.Connection, Target: *d.Target})
 		cancel()
 		if err != nil {
 			var pe *profile.Error
@@ -153,7 +153,7 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ch, err := a.reg.Put(r.Context(), target.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
+	ch, err := a.reg.Put(r.Context(), adapter.Channel{ID: id, Connection: *d.Connection, Target: *d.Target, OpenedAt: time.Now().UnixMilli()})
 	if err != nil {
 		a.logger.Error("channel_put_failed", "channel", id, "err", err)
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "channel could not be stored"))
@@ -241,7 +241,7 @@ func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 // view is the API representation: never a secret (edge-api §2).
-func (a *ChannelsAPI) view(ch target.Channel) (channelView, error) {
+func (a *ChannelsAPI) view(ch adapter.Channel) (channelView, error) {
 	ad, ok := a.adapters.Lookup(ch.Target.Adapter)
 	if !ok {
 		return channelView{}, profile.Errorf(profile.CodeUnknownAdapter, "adapter %q not available", ch.Target.Adapter)

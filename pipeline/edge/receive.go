@@ -6,26 +6,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/profile"
 )
 
 // Receivers serves POST /v1/targets/{adapter}/{channel}/{path...} (edge-api §7.1, §7.2): the
 // route by which a platform posts its users' messages, handed to the adapter (a
-// target.Receiver) with the inboxes of the adapter's channels. No bearer token: the adapter checks the platform's
+// adapter.Receiver) with the inboxes of the adapter's channels. No bearer token: the adapter checks the platform's
 // signature; a channel that is not open on that adapter is answered like a bad signature.
 type Receivers struct {
 	maxBody  int64
 	reg      *channels.Registry
-	adapters *target.Registry
-	inbox    func(channel string) target.Inbox
+	adapters *adapter.Registry
+	inbox    func(channel string) adapter.Inbox
 	received *prometheus.CounterVec
 	logger   *slog.Logger
 }
 
 // NewReceivers returns the route. maxBody bounds a request body (XIM_MAX_PACKET_BYTES).
-func NewReceivers(maxBody int64, reg *channels.Registry, adapters *target.Registry, inbox func(channel string) target.Inbox, prom prometheus.Registerer, logger *slog.Logger) *Receivers {
+func NewReceivers(maxBody int64, reg *channels.Registry, adapters *adapter.Registry, inbox func(channel string) adapter.Inbox, prom prometheus.Registerer, logger *slog.Logger) *Receivers {
 	if maxBody <= 0 {
 		maxBody = 1 << 20
 	}
@@ -43,7 +43,7 @@ func NewReceivers(maxBody int64, reg *channels.Registry, adapters *target.Regist
 func (rc *Receivers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, id := r.PathValue("adapter"), r.PathValue("channel")
 	a, ok := rc.adapters.Lookup(name)
-	recv, receives := a.(target.Receiver)
+	recv, receives := a.(adapter.Receiver)
 	if !ok || !receives {
 		WriteError(w, profile.Errorf(profile.CodeNotFound, "no route %s %s: adapter %q takes no posts", r.Method, r.URL.Path, name))
 		return
@@ -60,7 +60,7 @@ func (rc *Receivers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.received.WithLabelValues(name, outcome).Inc()
 }
 
-func (rc *Receivers) receive(w http.ResponseWriter, r *http.Request, recv target.Receiver, name, id string) (string, error) {
+func (rc *Receivers) receive(w http.ResponseWriter, r *http.Request, recv adapter.Receiver, name, id string) (string, error) {
 	if !profile.ValidChannelID(id) {
 		return "", invalidID
 	}
@@ -81,8 +81,8 @@ type adapterInboxes struct {
 	adapter string
 }
 
-func (a adapterInboxes) Channels() []target.Channel {
-	var out []target.Channel
+func (a adapterInboxes) Channels() []adapter.Channel {
+	var out []adapter.Channel
 	for _, ch := range a.rc.reg.List() {
 		if ch.Target.Adapter == a.adapter {
 			out = append(out, ch)
@@ -91,4 +91,4 @@ func (a adapterInboxes) Channels() []target.Channel {
 	return out
 }
 
-func (a adapterInboxes) Inbox(channel string) target.Inbox { return a.rc.inbox(channel) }
+func (a adapterInboxes) Inbox(channel string) adapter.Inbox { return a.rc.inbox(channel) }

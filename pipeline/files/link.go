@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 )
 
 // RefPath is the Connector-relative download path of a file_ref ("/files/refs/<ref>"), usable as
 // a download_url that xAgent fetches with its bearer token (P-MSG-6).
-func RefPath(fileRef string) string { return target.RefPath(fileRef) }
+func RefPath(fileRef string) string { return adapter.RefPath(fileRef) }
 
 // SignedURL returns an absolute link to the bytes of fileRef that works without the bearer
 // token until now + LinkTTL: PublicURL + RefPath(fileRef) + "?exp=<unix s>&sig=<hex

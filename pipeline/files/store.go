@@ -21,7 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -63,9 +63,9 @@ const (
 // sniffLen is how many leading bytes http.DetectContentType looks at.
 const sniffLen = 512
 
-// Meta describes one stored file (the model lives in handlers/target, where the stages and the
+// Meta describes one stored file (the model lives in handlers/adapter, where the stages and the
 // webchat page read it).
-type Meta = target.StoredFile
+type Meta = adapter.StoredFile
 
 // ChannelOpen tells whether a channel is open (the channel registry implements it).
 type ChannelOpen interface {

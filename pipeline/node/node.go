@@ -25,14 +25,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/handlers/target/download"
-	"github.com/ximd/ximd/handlers/target/feishu"
-	"github.com/ximd/ximd/handlers/target/matrix"
-	"github.com/ximd/ximd/handlers/target/slack"
-	"github.com/ximd/ximd/handlers/target/telegram"
-	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/download"
+	"github.com/ximd/ximd/handlers/adapter/feishu"
+	"github.com/ximd/ximd/handlers/adapter/matrix"
+	"github.com/ximd/ximd/handlers/adapter/slack"
+	"github.com/ximd/ximd/handlers/adapter/telegram"
+	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/pipeline/channels"
@@ -192,7 +192,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	adapters := target.NewRegistry(hook, chat,
+	adapters := adapter.NewRegistry(hook, chat,
 		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
 		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}),
 		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}),
@@ -321,7 +321,7 @@ type worker struct {
 	runsAssemble bool
 }
 
-func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *adapter.Registry, errc chan<- error) (func(context.Context), error) {
 	w := &worker{log: n.logger.With("role", "worker"), outbox: outbox, instance: n.cfg.Instance}
 	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions, Stages: n.cfg.Stages}, n.reg, w.log.With("stage", "members"))
 	if err != nil {
@@ -332,7 +332,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	if err != nil {
 		return nil, err
 	}
-	inbox := func(channel string) target.Inbox {
+	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
 	}
 	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
@@ -355,7 +355,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 func (n *Node) runs(stage string) bool { return slices.Contains(n.cfg.Stages, stage) }
 
 // buildStages makes the stages' parts and their shared helpers.
-func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *target.Registry, w *worker) (*handlers.Stages, error) {
+func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *adapter.Registry, w *worker) (*handlers.Stages, error) {
 	m := handlers.NewMetrics(n.reg)
 	n.reg.MustRegister(pipeline.NewStreamCollector(js)) // consumer lag, pending user messages
 	w.replies = handlers.NewReplyQueue(js, nc, m.Replies, w.log.With("stage", "reply"))
@@ -601,7 +601,7 @@ func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer 
 	}
 }
 
-func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *target.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *adapter.Registry, errc chan<- error) (func(context.Context), error) {
 	log := n.logger.With("role", "gateway")
 	token, err := n.agentToken()
 	if err != nil {
@@ -621,7 +621,7 @@ func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	state := &channelState{nc: nc, js: js, records: records, outbox: outbox, files: fs, cursors: cursors}
-	inbox := func(channel string) target.Inbox {
+	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
 	}
 	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, adapters, inbox, n.reg, log)

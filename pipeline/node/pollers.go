@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target"
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
@@ -30,16 +30,16 @@ const (
 )
 
 // pollers runs the poll loops of the open channels whose adapter polls its platform
-// (target.Poller): one loop per poll key (a Matrix room, a Telegram bot), on one live worker at a
+// (adapter.Poller): one loop per poll key (a Matrix room, a Telegram bot), on one live worker at a
 // time, the key hashed over the live workers. A loop is started again when its key's set of
 // channels changes (one opened, closed or re-bound). While the live set changes, two workers may
 // poll a key for a moment; what both read is one message by its message_id.
 type pollers struct {
 	reg      *channels.Registry
-	adapters *target.Registry
+	adapters *adapter.Registry
 	live     func() []string
 	self     string
-	inbox    func(channel string) target.Inbox
+	inbox    func(channel string) adapter.Inbox
 	cursors  jetstream.KeyValue
 	logger   *slog.Logger
 	polled   prometheus.Gauge
@@ -59,7 +59,7 @@ type pollRun struct {
 	cancel  context.CancelFunc
 }
 
-func newPollers(reg *channels.Registry, adapters *target.Registry, live func() []string, self string, inbox func(string) target.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
+func newPollers(reg *channels.Registry, adapters *adapter.Registry, live func() []string, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
 	p := &pollers{reg: reg, adapters: adapters, live: live, self: self, inbox: inbox, cursors: cursors, logger: logger,
 		running: map[pollID]*pollRun{}, kick: make(chan struct{}, 1),
 		polled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_polled_channels",
@@ -118,11 +118,11 @@ func (p *pollers) reconcile(ctx context.Context) {
 		return
 	}
 	live := p.live()
-	want := map[pollID][]target.Channel{}
+	want := map[pollID][]adapter.Channel{}
 	polled := 0
 	for _, ch := range p.reg.List() {
 		a, _ := p.adapters.Lookup(ch.Target.Adapter)
-		poller, polls := a.(target.Poller)
+		poller, polls := a.(adapter.Poller)
 		if !polls {
 			continue
 		}
@@ -150,13 +150,13 @@ func (p *pollers) reconcile(ctx context.Context) {
 		rctx, cancel := context.WithCancel(ctx)
 		p.running[id] = &pollRun{version: version(chans), cancel: cancel}
 		p.wg.Add(1)
-		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: chans}, a.(target.Poller))
+		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: chans}, a.(adapter.Poller))
 	}
 	p.polled.Set(float64(polled))
 }
 
 // version identifies a key's set of channels and their revisions.
-func version(chans []target.Channel) string {
+func version(chans []adapter.Channel) string {
 	ids := make([]string, len(chans))
 	for i, ch := range chans {
 		ids[i] = ch.ID + "@" + strconv.FormatUint(ch.Revision, 10)
@@ -166,7 +166,7 @@ func version(chans []target.Channel) string {
 }
 
 // loop runs one key's Poll until ctx ends, starting it again after a failure.
-func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller target.Poller) {
+func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller adapter.Poller) {
 	defer p.wg.Done()
 	log := p.logger.With("poll_key", id.key, "adapter", id.adapter, "channels", len(f.chans), "stage", "poll")
 	log.Info("poll_started")
@@ -194,16 +194,16 @@ func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller target.Po
 	}
 }
 
-// feed is one poll loop's target.Feed: its key's cursor in KV xim_cursors.
+// feed is one poll loop's adapter.Feed: its key's cursor in KV xim_cursors.
 type feed struct {
 	pollers *pollers
 	key     string
-	chans   []target.Channel
+	chans   []adapter.Channel
 }
 
-func (f *feed) Channels() []target.Channel { return f.chans }
+func (f *feed) Channels() []adapter.Channel { return f.chans }
 
-func (f *feed) Inbox(channel string) target.Inbox { return f.pollers.inbox(channel) }
+func (f *feed) Inbox(channel string) adapter.Inbox { return f.pollers.inbox(channel) }
 
 func (f *feed) Cursor(ctx context.Context) (string, error) {
 	e, err := f.pollers.cursors.Get(ctx, f.key)
@@ -221,7 +221,7 @@ func (f *feed) SaveCursor(ctx context.Context, cursor string) error {
 	return err
 }
 
-// channelInbox is a channel's target.Inbox (for its poller, or its adapter's inbound route):
+// channelInbox is a channel's adapter.Inbox (for its poller, or its adapter's inbound route):
 // its files in the Transfer Plane, its user messages in the outbox (the send path).
 type channelInbox struct {
 	channel string
@@ -231,13 +231,13 @@ type channelInbox struct {
 	logger  *slog.Logger
 }
 
-var _ target.Inbox = (*channelInbox)(nil)
+var _ adapter.Inbox = (*channelInbox)(nil)
 
 func (in *channelInbox) Seen(ctx context.Context, messageID string) (bool, error) {
 	return in.outbox.Exists(ctx, in.channel, messageID)
 }
 
-func (in *channelInbox) PutFile(ctx context.Context, f target.StoredFile, r io.Reader) (profile.File, error) {
+func (in *channelInbox) PutFile(ctx context.Context, f adapter.StoredFile, r io.Reader) (profile.File, error) {
 	stored, err := in.files.Put(ctx, in.channel, f, r)
 	if err != nil {
 		return profile.File{}, err

@@ -11,16 +11,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/handlers/target"
-	"github.com/ximd/ximd/handlers/target/webchat"
-	"github.com/ximd/ximd/handlers/target/webchat/page"
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/handlers/adapter/webchat/page"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
 
-// The webchat target (handlers/target/webchat): its stream is provisioned with the others, its
+// The webchat target (handlers/adapter/webchat): its stream is provisioned with the others, its
 // adapter is registered beside webhook, and gateways serve its pages.
 
 // webchatStore bounds stream XIM_WEBCHAT: history lives as long as completed message_ids do.
@@ -63,7 +63,7 @@ func (n *Node) openWebchat(js jetstream.JetStream, reg *channels.Registry) (*web
 
 // webchatPage builds the gateway's webchat routes; the page handler's Close ends its event
 // streams (call it before the HTTP server shuts down).
-func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *channels.Registry, adapters *target.Registry, fs *files.Store, outbox *handlers.Outbox, log *slog.Logger) (*page.Handler, http.Handler, error) {
+func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *channels.Registry, adapters *adapter.Registry, fs *files.Store, outbox *handlers.Outbox, log *slog.Logger) (*page.Handler, http.Handler, error) {
 	a, ok := adapters.Lookup(webchat.Name)
 	chat, isChat := a.(*webchat.Adapter)
 	if !ok || !isChat {

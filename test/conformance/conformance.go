@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 )
 
 // Status is a check's outcome.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 )
 
 // call is one request ximd made to the target.

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ximd/ximd/handlers/target/webhook"
+	"github.com/ximd/ximd/handlers/adapter/webhook"
 )
 
 // Platform plays the target system's send path: it posts user messages to

@@ -1,0 +1,113 @@
+package adapter_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/handlers/adapter"
+)
+
+type namedAdapter string
+
+func (a namedAdapter) Name() string                                    { return string(a) }
+func (namedAdapter) Open(json.RawMessage) (adapter.Target, error)      { return nil, nil }
+func (namedAdapter) Public(c json.RawMessage) (json.RawMessage, error) { return c, nil }
+
+func TestRegistry_LookupAndNames(t *testing.T) {
+	r := adapter.NewRegistry(namedAdapter("webhook"), namedAdapter("webchat"))
+
+	for _, name := range []string{"webhook", "webchat"} {
+		a, ok := r.Lookup(name)
+		if !ok || a.Name() != name {
+			t.Errorf("Lookup(%q) = %v, %v; want the %q adapter", name, a, ok, name)
+		}
+	}
+	if a, ok := r.Lookup("slack"); ok {
+		t.Errorf("Lookup(slack) = %v, true; want not found", a)
+	}
+	names := r.Names()
+	if want := []string{"webchat", "webhook"}; !slices.Equal(names, want) {
+		t.Fatalf("Names() = %v, want %v (sorted)", names, want)
+	}
+	names[0] = "changed"
+	if r.Names()[0] != "webchat" {
+		t.Error("Names() returned the registry's own slice; want a copy")
+	}
+}
+
+func TestNewRegistry_PanicsOnBadWiring(t *testing.T) {
+	tests := []struct {
+		name     string
+		adapters []adapter.Opener
+	}{
+		{name: "duplicate", adapters: []adapter.Opener{namedAdapter("webhook"), namedAdapter("webhook")}},
+		{name: "empty name", adapters: []adapter.Opener{namedAdapter("")}},
+		{name: "nil adapter", adapters: []adapter.Opener{nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("NewRegistry did not panic")
+				}
+			}()
+			adapter.NewRegistry(tt.adapters...)
+		})
+	}
+}
+
+func TestNewRegistry_Empty(t *testing.T) {
+	r := adapter.NewRegistry()
+	if _, ok := r.Lookup("webhook"); ok {
+		t.Error("empty registry found an adapter")
+	}
+	if n := r.Names(); len(n) != 0 {
+		t.Errorf("Names() = %v, want none", n)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		v      string
+		want   time.Duration
+		wantOK bool
+	}{
+		{name: "seconds", v: "30", want: 30 * time.Second, wantOK: true},
+		{name: "spaces", v: " 2 ", want: 2 * time.Second, wantOK: true},
+		{name: "zero", v: "0", want: 0, wantOK: true},
+		{name: "HTTP date", v: "Thu, 03 Dec 2026 10:01:00 GMT", want: time.Minute, wantOK: true},
+		{name: "date in the past", v: "Thu, 03 Dec 2026 09:00:00 GMT", want: 0, wantOK: true},
+		{name: "capped", v: "86400", want: adapter.MaxRetryAfter, wantOK: true},
+		{name: "empty", v: "", wantOK: false},
+		{name: "negative", v: "-5", wantOK: false},
+		{name: "garbage", v: "soon", wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := adapter.ParseRetryAfter(tt.v, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("ParseRetryAfter(%q) = %s, %v; want %s, %v", tt.v, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestRetryAfterOfWrapsTheCallsError(t *testing.T) {
+	base := errors.New("rate limited")
+	err := fmt.Errorf("send: %w", &adapter.RetryAfterError{After: 3 * time.Second, Err: base})
+	if d, ok := adapter.RetryAfterOf(err); !ok || d != 3*time.Second {
+		t.Fatalf("RetryAfterOf = %s, %v", d, ok)
+	}
+	if !errors.Is(err, base) {
+		t.Fatal("the call's error is not wrapped")
+	}
+	if _, ok := adapter.RetryAfterOf(base); ok {
+		t.Fatal("a plain error names a retry time")
+	}
+}

@@ -1,0 +1,122 @@
+package feishu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"strings"
+
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
+)
+
+// Config defaults (docs/adapters/feishu.md).
+const (
+	// DefaultBaseURL is Feishu's open API; Lark's is https://open.larksuite.com.
+	DefaultBaseURL = "https://open.feishu.cn"
+	// StreamingCard streams an answer into a CardKit card in streaming mode.
+	StreamingCard = "card"
+	// DefaultFirstPreviewWords: a streamed answer appears with its first three words.
+	DefaultFirstPreviewWords = 3
+)
+
+// config is a validated channel config.
+type config struct {
+	appID             string
+	appSecret         string
+	chatID            string
+	baseURL           string // no trailing slash
+	streaming         string // StreamingCard or adapter.StreamingNone
+	verificationToken string
+	encryptKey        string
+	firstWords        int
+}
+
+// wireConfig is the JSON a channel is bound with.
+type wireConfig struct {
+	AppID             string `json:"app_id"`
+	AppSecret         string `json:"app_secret"`
+	ChatID            string `json:"chat_id"`
+	BaseURL           string `json:"base_url"`
+	Streaming         string `json:"streaming"`
+	Activity          string `json:"activity"`
+	VerificationToken string `json:"verification_token"`
+	EncryptKey        string `json:"encrypt_key"`
+	FirstWords        *int   `json:"first_preview_words"`
+}
+
+// publicConfig is the config the channels API shows: no secret, no token, no key.
+type publicConfig struct {
+	AppID      string `json:"app_id"`
+	ChatID     string `json:"chat_id"`
+	BaseURL    string `json:"base_url"`
+	Streaming  string `json:"streaming"`
+	Activity   string `json:"activity"`
+	Events     bool   `json:"events"`
+	FirstWords int    `json:"first_preview_words"`
+}
+
+// parseConfig decodes and validates a feishu config. Every error is a *profile.Error
+// invalid_descriptor naming the field; none contains a secret.
+func parseConfig(raw json.RawMessage) (*config, error) {
+	var w wireConfig
+	if err := adapter.DecodeConfig(raw, &w); err != nil {
+		return nil, err
+	}
+	c := &config{appID: w.AppID, appSecret: w.AppSecret, chatID: w.ChatID, streaming: w.Streaming,
+		verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}
+	switch {
+	case c.appID == "" || strings.ContainsAny(c.appID, " /?#"):
+		return nil, invalid("target.config.app_id", "required: the app's App ID, like cli_a1b2c3…")
+	case c.appSecret == "":
+		return nil, invalid("target.config.app_secret", "required: the app's App Secret")
+	case c.chatID == "" || strings.ContainsAny(c.chatID, " /?#"):
+		return nil, invalid("target.config.chat_id", "required: the chat's id, like oc_…")
+	}
+	if w.BaseURL == "" {
+		w.BaseURL = DefaultBaseURL
+	}
+	u, err := url.Parse(w.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, invalid("target.config.base_url", "must be an http(s) URL without user, query or fragment")
+	}
+	c.baseURL = strings.TrimRight(u.String(), "/")
+	if c.streaming == "" {
+		c.streaming = StreamingCard
+	}
+	if c.streaming != StreamingCard && c.streaming != adapter.StreamingNone {
+		return nil, invalid("target.config.streaming", `must be "card" or "none"`)
+	}
+	if w.Activity != "" && w.Activity != adapter.ActivityNone {
+		return nil, invalid("target.config.activity", `must be "none": Feishu has no typing indicator for bots`)
+	}
+	c.firstWords = DefaultFirstPreviewWords
+	if w.FirstWords != nil {
+		if *w.FirstWords < 0 || *w.FirstWords > 100 {
+			return nil, invalid("target.config.first_preview_words", "must be 0..100")
+		}
+		c.firstWords = *w.FirstWords
+	}
+	return c, nil
+}
+
+// events reports whether the channel takes Feishu's event calls: they are checked with the
+// encrypt key (signature) or the verification token, so one of them is needed.
+func (c *config) events() bool { return c.encryptKey != "" || c.verificationToken != "" }
+
+// appKey names the app (API base, id, secret) without the secret: the key of its shared
+// client.
+func (c *config) appKey() string {
+	sum := sha256.Sum256([]byte(c.baseURL + "\x00" + c.appID + "\x00" + c.appSecret))
+	return hex.EncodeToString(sum[:16])
+}
+
+func (c *config) public() publicConfig {
+	return publicConfig{AppID: c.appID, ChatID: c.chatID, BaseURL: c.baseURL, Streaming: c.streaming,
+		Activity: adapter.ActivityNone, Events: c.events(), FirstWords: c.firstWords}
+}
+
+func invalid(field, problem string) *profile.Error {
+	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
+}

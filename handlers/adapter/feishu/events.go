@@ -1,0 +1,297 @@
+package feishu
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
+)
+
+// BindGrace: a chat's messages are the agent's from its channel's binding (PUT) on, and this much
+// earlier; an older event (a late retry) is not passed on.
+const BindGrace = 5 * time.Second
+
+// eventTimeout bounds the work on one event, which goes on after Feishu gave up waiting (its
+// retry is then a duplicate).
+const eventTimeout = time.Minute
+
+// errRefused answers an event call that fails the checks, and one for a channel that is not
+// open: the same answer, so the route tells nobody which channels exist.
+var errRefused = profile.Errorf(profile.CodeUnauthorized, "bad or missing signature or verification token")
+
+// Refusal implements adapter.Receiver.
+func (a *Adapter) Refusal() error { return errRefused }
+
+// MessageIDOf is the message_id of the user message of a Feishu message: the same message always
+// gives the same message_id, so an event delivered again is a duplicate.
+func MessageIDOf(feishuMessageID string) string {
+	sum := sha256.Sum256([]byte(feishuMessageID))
+	return "fs_" + hex.EncodeToString(sum[:16])
+}
+
+// callback is an event call's body once decrypted: an event (schema 2.0) or the URL verification.
+type callback struct {
+	Type      string `json:"type"`
+	Challenge string `json:"challenge"`
+	Token     string `json:"token"`
+	Schema    string `json:"schema"`
+	Header    struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+		Token     string `json:"token"`
+		AppID     string `json:"app_id"`
+	} `json:"header"`
+	Event struct {
+		Sender struct {
+			SenderID struct {
+				OpenID string `json:"open_id"`
+			} `json:"sender_id"`
+			SenderType string `json:"sender_type"`
+		} `json:"sender"`
+		Message struct {
+			MessageID   string `json:"message_id"`
+			ChatID      string `json:"chat_id"`
+			MessageType string `json:"message_type"`
+			Content     string `json:"content"`
+			CreateTime  string `json:"create_time"`
+		} `json:"message"`
+	} `json:"event"`
+}
+
+// Receive implements adapter.Receiver for POST /v1/targets/feishu/{channel}/events, the request
+// URL of the app's event subscription. With an encrypt_key the body is decrypted and an event's
+// X-Lark-Signature (SHA-256 of timestamp, nonce, key and body) is compared in constant time, its
+// timestamp within SignatureWindow; with only a verification_token the body's token is compared.
+// The URL verification is answered with its challenge. A person's message in one of the app's
+// bound chats becomes a user message of that chat's channel; 200 once it is durable.
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
+	if r.PathValue("path") != "events" {
+		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}
+	c, err := parseConfig(ch.Target.Config)
+	if err != nil || !c.events() {
+		return "", errRefused
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
+		}
+		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+	}
+	plain := body
+	var sealed struct {
+		Encrypt string `json:"encrypt"`
+	}
+	if json.Unmarshal(body, &sealed) == nil && sealed.Encrypt != "" {
+		if c.encryptKey == "" {
+			return "", errRefused
+		}
+		if plain, err = decrypt(c.encryptKey, sealed.Encrypt); err != nil {
+			return "", errRefused
+		}
+	} else if c.encryptKey != "" {
+		return "", errRefused // Feishu encrypts everything once a key is set
+	}
+	var cb callback
+	if err := json.Unmarshal(plain, &cb); err != nil {
+		return "", profile.Errorf(profile.CodeBadRequest, "not a Feishu event: %v", err)
+	}
+	if cb.Type == "url_verification" {
+		if c.verificationToken != "" && !equal(cb.Token, c.verificationToken) {
+			return "", errRefused
+		}
+		writeJSON(w, map[string]string{"challenge": cb.Challenge})
+		return "challenge", nil
+	}
+	switch {
+	case c.encryptKey != "":
+		if !a.signed(r, body, c.encryptKey) {
+			return "", errRefused
+		}
+	case !equal(cb.Header.Token, c.verificationToken):
+		return "", errRefused
+	}
+	outcome := "ignored"
+	if cb.Header.EventType == "im.message.receive_v1" && cb.Event.Sender.SenderType == "user" {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), eventTimeout)
+		defer cancel()
+		msg := cb.Event.Message
+		for _, bound := range a.channelsOf(in.Channels(), c.appKey(), msg.ChatID) {
+			if created, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil && created < bound.OpenedAt-BindGrace.Milliseconds() {
+				continue
+			}
+			if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID)); err != nil {
+				a.log.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
+				return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Feishu sends it again")
+			}
+		}
+	}
+	writeJSON(w, map[string]string{})
+	return outcome, nil
+}
+
+// channelsOf are the open channels of an app bound to a chat (one event URL serves the app).
+func (a *Adapter) channelsOf(chans []adapter.Channel, appKey, chat string) []adapter.Channel {
+	var out []adapter.Channel
+	for _, ch := range chans {
+		if c, err := parseConfig(ch.Target.Config); err == nil && c.appKey() == appKey && c.chatID == chat {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// signed checks an event call's signature and its timestamp's freshness.
+func (a *Adapter) signed(r *http.Request, body []byte, key string) bool {
+	ts, nonce, sig := r.Header.Get("X-Lark-Request-Timestamp"), r.Header.Get("X-Lark-Request-Nonce"), r.Header.Get("X-Lark-Signature")
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sig == "" {
+		return false
+	}
+	if d := time.Since(time.Unix(secs, 0)); d > a.opts.SignatureWindow || d < -a.opts.SignatureWindow {
+		return false
+	}
+	h := sha256.New()
+	h.Write([]byte(ts + nonce + key))
+	h.Write(body)
+	return equal(hex.EncodeToString(h.Sum(nil)), strings.ToLower(sig))
+}
+
+// decrypt opens an encrypted event: base64 of a 16-byte IV and the AES-256-CBC ciphertext
+// (PKCS#7 padding), the key the SHA-256 of the encrypt key.
+func decrypt(key, sealed string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(sealed)
+	if err != nil || len(raw) < 2*aes.BlockSize || len(raw)%aes.BlockSize != 0 {
+		return nil, errors.New("not an encrypted event")
+	}
+	k := sha256.Sum256([]byte(key))
+	block, err := aes.NewCipher(k[:])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(raw)-aes.BlockSize)
+	cipher.NewCBCDecrypter(block, raw[:aes.BlockSize]).CryptBlocks(out, raw[aes.BlockSize:])
+	pad := int(out[len(out)-1])
+	if pad == 0 || pad > aes.BlockSize || !bytes.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
+		return nil, errors.New("bad padding")
+	}
+	return out[:len(out)-pad], nil
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// receive submits the user message of one message event: "accepted", or "duplicate" when it was
+// submitted already. A message the profile refuses is logged and skipped.
+func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel string, in adapter.Inbox) (string, error) {
+	fm := cb.Event.Message
+	msgID := MessageIDOf(fm.MessageID)
+	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
+		return "duplicate", err
+	}
+	m := profile.Message{MessageID: msgID, CreatedAt: time.Now().UnixMilli()}
+	if created, err := strconv.ParseInt(fm.CreateTime, 10, 64); err == nil && created > 0 {
+		m.CreatedAt = created
+	}
+	var content struct {
+		Text     string `json:"text"`
+		ImageKey string `json:"image_key"`
+		FileKey  string `json:"file_key"`
+		FileName string `json:"file_name"`
+		Title    string `json:"title"`
+		Content  [][]struct {
+			Tag  string `json:"tag"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal([]byte(fm.Content), &content)
+	var file *inFile
+	switch fm.MessageType {
+	case "text":
+		m.Text = content.Text
+	case "post":
+		m.Text = postText(content.Title, content.Content)
+	case "image":
+		file = &inFile{key: content.ImageKey, typ: "image", resource: "image", name: "image_" + content.ImageKey + ".png"}
+	case "file", "audio", "media":
+		typ := map[string]string{"file": "file", "audio": "audio", "media": "video"}[fm.MessageType]
+		file = &inFile{key: content.FileKey, typ: typ, resource: "file", name: orName(content.FileName, fm.MessageType+"_"+content.FileKey)}
+	default:
+		return "ignored", nil // stickers, shares, system messages
+	}
+	if file != nil {
+		f, err := a.fetch(ctx, c, fm.MessageID, *file, in)
+		var pe *profile.Error
+		switch {
+		case errors.As(err, &pe) && !pe.Retryable:
+			m.Text = adapter.Unpassed(m.Text, file.name, pe.Message)
+		case err != nil:
+			return "", err
+		default:
+			m.Files = append(m.Files, f)
+		}
+	}
+	return adapter.Submit(ctx, in, m, a.log, "feishu_message_refused", channel)
+}
+
+// inFile is the file of a user message.
+type inFile struct{ key, typ, resource, name string }
+
+// fetch copies a message's image or file (the message resource API) into the Transfer Plane.
+func (a *Adapter) fetch(ctx context.Context, c *config, messageID string, f inFile, in adapter.Inbox) (profile.File, error) {
+	body, mime, err := a.app(c).download(ctx, messageID, f.key, f.resource)
+	if err != nil {
+		return profile.File{}, err
+	}
+	defer body.Close()
+	if mime == "" || strings.HasPrefix(mime, "application/json") {
+		mime = "application/octet-stream"
+	}
+	return in.PutFile(ctx, adapter.StoredFile{Type: f.typ, Filename: f.name, MimeType: mime}, body)
+}
+
+// postText is the plain text of a rich-text (post) message: its title and its text runs.
+func postText(title string, lines [][]struct {
+	Tag  string `json:"tag"`
+	Text string `json:"text"`
+}) string {
+	var b strings.Builder
+	b.WriteString(title)
+	for _, line := range lines {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		for _, run := range line {
+			b.WriteString(run.Text)
+		}
+	}
+	return b.String()
+}
+
+func orName(name, fallback string) string {
+	if name != "" {
+		return name
+	}
+	return fallback
+}

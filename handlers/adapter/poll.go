@@ -1,0 +1,102 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/ximd/ximd/profile"
+)
+
+// Poller is optional: an adapter whose users' messages come by polling the platform (Matrix
+// /sync, Telegram getUpdates) rather than by a route the platform calls. Channels whose messages
+// come through one platform stream (a Telegram bot's updates, whatever chat they are in) share
+// one poll loop: PollKey names the stream. For each key, one live worker at a time runs Poll
+// until ctx ends (the key's set of channels changes, the worker stops, or another worker takes
+// the key over); a Poll that returns early is started again after a back-off. Poll keeps its
+// position with the Feed's cursor (one per key), so a restart neither loses nor replays
+// messages; a message read twice around a handover is still one message, by its message_id
+// (edge-api §7.2).
+type Poller interface {
+	// PollKey names the stream ch's user messages come by; "" when ch is not polled (its config
+	// takes them another way). It is stored (the cursor's key in KV xim_cursors) and logged, so
+	// it is never a secret (a digest of one at most) and holds only letters, digits, '-', '_'
+	// and '.'. A channel's own id is a valid key.
+	PollKey(ch Channel) string
+	// Poll reads the stream of feed's key for feed's channels until ctx ends.
+	Poll(ctx context.Context, feed Feed) error
+}
+
+// Inboxes are the open channels a poll loop or an inbound request serves, and their inboxes.
+type Inboxes interface {
+	// Channels are the channels served (a Poll's: those of its key, which stay the same for
+	// the whole Poll; a Receiver's: every open channel of the adapter).
+	Channels() []Channel
+	// Inbox is the inbox of one of them.
+	Inbox(channelID string) Inbox
+}
+
+// Feed is what one poll loop reads for: its channels and their inboxes, and the key's position
+// in the platform's stream.
+type Feed interface {
+	Inboxes
+	// Cursor is the position saved last ("" before the first save).
+	Cursor(ctx context.Context) (string, error)
+	// SaveCursor saves the position once everything read before it is submitted.
+	SaveCursor(ctx context.Context, cursor string) error
+}
+
+// Inbox is where a poller (or a Receiver) puts what it reads of one channel: user messages for
+// xAgent (the send path, as the webhook inbound route feeds it) and their files.
+type Inbox interface {
+	// Seen reports whether a message_id was submitted already (a platform redelivery).
+	Seen(ctx context.Context, messageID string) (bool, error)
+	// PutFile stores a file of a user message in the Transfer Plane, and returns it as the
+	// message's file.
+	PutFile(ctx context.Context, f StoredFile, r io.Reader) (profile.File, error)
+	// Submit validates a user message and makes it pending for xAgent (false: submitted
+	// already). A message the profile refuses is a *profile.Error; its files are discarded.
+	Submit(ctx context.Context, m profile.Message) (bool, error)
+	// Discard removes a stored file of a message that will not be submitted (a later file of it
+	// failed), so nothing is left behind.
+	Discard(ctx context.Context, fileRef string) error
+}
+
+// Receiver is optional: an adapter whose platform calls ximd with its users' messages (the
+// webhook target's posts, an event subscription). The gateway routes
+// POST /v1/targets/{adapter}/{channel}/{path...} to it, without the bearer token, with the body
+// bounded by XIM_MAX_PACKET_BYTES and read under XIM_BODY_TIMEOUT, at most
+// XIM_MAX_INBOUND_REQUESTS at once.
+type Receiver interface {
+	// Receive handles a request for ch, an open channel of the adapter: it checks the
+	// platform's signature with ch's config, submits what the request carries through the
+	// inbox of the channel it belongs to (ch's own, or, for a platform that calls one URL for a
+	// whole account, one of in.Channels()), and writes the answer. It returns the outcome for
+	// the metrics ("accepted", "duplicate", ...); a refusal is returned as a *profile.Error
+	// instead, which the gateway writes.
+	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inboxes) (outcome string, err error)
+	// Refusal answers a request for a channel that is not open on this adapter exactly as a
+	// bad signature is answered, so the route tells nobody without a secret which channels exist.
+	Refusal() error
+}
+
+// Submit submits a user message through in and names the outcome for the metrics: "accepted",
+// "duplicate" (submitted already), or the code of a refusal the profile makes (the message is
+// then logged as event, with the channel, and skipped: it will not pass however often it comes).
+// Any other failure is returned, and the platform's message is read again.
+func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, event, channel string) (string, error) {
+	ok, err := in.Submit(ctx, m)
+	var pe *profile.Error
+	switch {
+	case errors.As(err, &pe) && !pe.Retryable:
+		log.Warn(event, "channel", channel, "message_id", m.MessageID, "code", pe.Code, "err", pe.Message)
+		return pe.Code, nil
+	case err != nil:
+		return "", err
+	case !ok:
+		return "duplicate", nil
+	}
+	return "accepted", nil
+}

@@ -1,0 +1,288 @@
+package slack
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
+)
+
+// BindGrace: a conversation's messages are the agent's from its channel's binding (PUT) on, and
+// this much earlier; an older event (a late retry) is not passed on.
+const BindGrace = 5 * time.Second
+
+var (
+	_ adapter.Poller   = (*Adapter)(nil)
+	_ adapter.Receiver = (*Adapter)(nil)
+)
+
+// MessageIDOf is the message_id of the user message of a Slack message: the conversation and the
+// message's ts, so an event Slack sends again (a retry, Socket Mode and the Events API both) is
+// one message.
+func MessageIDOf(channelID, ts string) string { return "sl_" + digest(channelID+":"+ts) }
+
+// callback is an Events API body, or a Socket Mode envelope's payload.
+type callback struct {
+	Type      string   `json:"type"`
+	Challenge string   `json:"challenge"`
+	EventID   string   `json:"event_id"`
+	Event     msgEvent `json:"event"`
+}
+
+// msgEvent is a message event (docs "message event").
+type msgEvent struct {
+	Type     string `json:"type"`
+	Subtype  string `json:"subtype"`
+	User     string `json:"user"`
+	BotID    string `json:"bot_id"`
+	Text     string `json:"text"`
+	TS       string `json:"ts"`
+	ThreadTS string `json:"thread_ts"`
+	Channel  string `json:"channel"`
+	Files    []struct {
+		ID         string `json:"id"`
+		Name       string `json:"name"`
+		Mimetype   string `json:"mimetype"`
+		URLPrivate string `json:"url_private"`
+		Size       int64  `json:"size"`
+	} `json:"files"`
+}
+
+// PollKey implements adapter.Poller: the channels of one app with an app-level token share the
+// app's Socket Mode connection; "" without one.
+func (a *Adapter) PollKey(ch adapter.Channel) string {
+	c, err := parseConfig(ch.Target.Config)
+	if err != nil || c.appToken == "" {
+		return ""
+	}
+	return c.appKey()
+}
+
+// Poll implements adapter.Poller: one Socket Mode connection for the app (apps.connections.open
+// with the app-level token); each event envelope is acknowledged once what it carries is durable,
+// so Slack sends an envelope again that a crash left unacknowledged (the message_id makes it one
+// message). No cursor: Slack keeps the position.
+func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
+	chans := feed.Channels()
+	if len(chans) == 0 {
+		return nil
+	}
+	c, err := parseConfig(chans[0].Target.Config)
+	if err != nil {
+		return err
+	}
+	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.opts.HTTPClient))
+	client := socketmode.New(api)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- client.RunContext(ctx) }()
+	for {
+		select {
+		case <-ctx.Done():
+			<-errc
+			return ctx.Err()
+		case err := <-errc:
+			return fmt.Errorf("slack socket mode: %w", err)
+		case evt := <-client.Events:
+			switch evt.Type {
+			case socketmode.EventTypeInvalidAuth:
+				cancel()
+				<-errc
+				return profile.Errorf(profile.CodeTargetAuthFailed, "slack socket mode: the app-level token was refused")
+			case socketmode.EventTypeEventsAPI:
+				if evt.Request == nil {
+					continue
+				}
+				var cb callback
+				if err := json.Unmarshal(evt.Request.Payload, &cb); err != nil {
+					_ = client.Ack(*evt.Request) // not an event ximd reads: never again
+					continue
+				}
+				if _, err := a.dispatch(ctx, cb, chans, feed, func(cc *config) bool { return cc.appKey() == c.appKey() }); err != nil {
+					a.log.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
+					continue // not acknowledged: Slack sends it again
+				}
+				_ = client.Ack(*evt.Request)
+			}
+		}
+	}
+}
+
+// dispatch submits a message event to the channels of its conversation (and thread, for a
+// channel bound to one) among chans whose config same accepts. The bot's own messages, message
+// changes and deletions, and messages older than a channel's binding are not user messages.
+func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, in adapter.Inboxes, same func(*config) bool) (string, error) {
+	ev := cb.Event
+	if cb.Type != "event_callback" && cb.Type != "" || ev.Type != "message" || ev.BotID != "" || ev.User == "" ||
+		(ev.Subtype != "" && ev.Subtype != "file_share" && ev.Subtype != "thread_broadcast") {
+		return "ignored", nil
+	}
+	outcome := "ignored"
+	for _, ch := range chans {
+		c, err := parseConfig(ch.Target.Config)
+		if err != nil || !same(c) || c.channelID != ev.Channel || (c.threadTS != "" && ev.ThreadTS != c.threadTS) {
+			continue
+		}
+		if bot, err := a.workspace(c).user(ctx); err == nil && ev.User == bot {
+			continue
+		}
+		if secs, err := strconv.ParseFloat(ev.TS, 64); err == nil && int64(secs*1000) < ch.OpenedAt-BindGrace.Milliseconds() {
+			continue
+		}
+		if outcome, err = a.receive(ctx, c, ev, ch.ID, in.Inbox(ch.ID)); err != nil {
+			return "", err
+		}
+	}
+	return outcome, nil
+}
+
+// receive submits the user message of one message event: "accepted", or "duplicate" when it was
+// submitted already.
+func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel string, in adapter.Inbox) (string, error) {
+	msgID := MessageIDOf(ev.Channel, ev.TS)
+	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
+		return "duplicate", err
+	}
+	m := profile.Message{MessageID: msgID, Text: ev.Text, CreatedAt: time.Now().UnixMilli()}
+	if secs, err := strconv.ParseFloat(ev.TS, 64); err == nil {
+		m.CreatedAt = int64(secs * 1000)
+	}
+	for _, f := range ev.Files {
+		pf, err := a.fetch(ctx, c, f.URLPrivate, f.Name, f.Mimetype, in)
+		var pe *profile.Error
+		switch {
+		case errors.As(err, &pe) && !pe.Retryable:
+			m.Text = adapter.Unpassed(m.Text, f.Name, pe.Message)
+		case err != nil:
+			for _, done := range m.Files {
+				_ = in.Discard(context.WithoutCancel(ctx), done.FileRef)
+			}
+			return "", err
+		default:
+			m.Files = append(m.Files, pf)
+		}
+	}
+	return adapter.Submit(ctx, in, m, a.log, "slack_message_refused", channel)
+}
+
+// fetch copies a file of a message from its url_private (the bot token in the Authorization
+// header) into the Transfer Plane.
+func (a *Adapter) fetch(ctx context.Context, c *config, url, name, mime string, in adapter.Inbox) (profile.File, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil || (!strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://")) {
+		return profile.File{}, profile.Errorf(profile.CodeFileDownloadFailed, "not a file URL")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.botToken)
+	resp, err := a.opts.HTTPClient.Do(req)
+	if err != nil {
+		return profile.File{}, profile.Errorf(profile.CodeTargetUnavailable, "slack file download: %v", describe(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 500:
+		return profile.File{}, profile.Errorf(profile.CodeTargetUnavailable, "slack file download: status %d", resp.StatusCode)
+	case resp.StatusCode != http.StatusOK:
+		return profile.File{}, profile.Errorf(profile.CodeFileDownloadFailed, "slack file download: status %d", resp.StatusCode)
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html"):
+		return profile.File{}, profile.Errorf(profile.CodeFileDownloadFailed, "slack file download: a login page (the bot token lacks files:read?)")
+	}
+	if mime == "" {
+		mime = "application/octet-stream"
+	}
+	typ := "file"
+	switch {
+	case strings.HasPrefix(mime, "image/"):
+		typ = "image"
+	case strings.HasPrefix(mime, "video/"):
+		typ = "video"
+	case strings.HasPrefix(mime, "audio/"):
+		typ = "audio"
+	}
+	return in.PutFile(ctx, adapter.StoredFile{Type: typ, Filename: name, MimeType: mime}, resp.Body)
+}
+
+// errBadSignature answers an Events API call that fails the signature check, and one for a
+// channel that is not open: the same answer, so the route tells nobody which channels exist.
+var errBadSignature = profile.Errorf(profile.CodeUnauthorized, "bad or missing X-Slack-Signature")
+
+// Refusal implements adapter.Receiver.
+func (a *Adapter) Refusal() error { return errBadSignature }
+
+// Receive implements adapter.Receiver for POST /v1/targets/slack/{channel}/events, the app's
+// Events API request URL: the v0 signature (HMAC-SHA256 of "v0:{timestamp}:{body}" with the
+// channel's signing_secret) is compared in constant time and the timestamp must be within
+// SignatureWindow; url_verification is answered with its challenge; a person's message in one of
+// the bot's bound conversations becomes a user message of that conversation's channel, 200 once
+// it is durable (a failure is 503: Slack sends the event again).
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
+	if r.PathValue("path") != "events" {
+		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}
+	c, err := parseConfig(ch.Target.Config)
+	if err != nil || c.signingSecret == "" {
+		return "", errBadSignature
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
+		}
+		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+	}
+	if !a.signed(r, body, c.signingSecret) {
+		return "", errBadSignature
+	}
+	var cb callback
+	if err := json.Unmarshal(body, &cb); err != nil {
+		return "", profile.Errorf(profile.CodeBadRequest, "not a Slack event: %v", err)
+	}
+	if cb.Type == "url_verification" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": cb.Challenge})
+		return "challenge", nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+	defer cancel()
+	outcome, err := a.dispatch(ctx, cb, in.Channels(), in, func(cc *config) bool { return cc.workspaceKey() == c.workspaceKey() })
+	if err != nil {
+		a.log.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
+		return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Slack sends it again")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(`{}`))
+	return outcome, nil
+}
+
+// signed checks an Events API call's v0 signature and its timestamp's freshness.
+func (a *Adapter) signed(r *http.Request, body []byte, secret string) bool {
+	ts, sig := r.Header.Get("X-Slack-Request-Timestamp"), r.Header.Get("X-Slack-Signature")
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || !strings.HasPrefix(sig, "v0=") {
+		return false
+	}
+	if d := time.Since(time.Unix(secs, 0)); d > a.opts.SignatureWindow || d < -a.opts.SignatureWindow {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + ts + ":"))
+	mac.Write(body)
+	want := "v0=" + hex.EncodeToString(mac.Sum(nil))
+	return hmac.Equal([]byte(want), []byte(sig))
+}

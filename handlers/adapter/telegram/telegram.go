@@ -1,0 +1,708 @@
+// Package telegram is the `telegram` target adapter (edge-api §7.2.2): a channel bound to one
+// Telegram chat through a bot of the Bot API.
+//
+// Out: a streamed answer is shown as a draft preview in private chats (sendMessageDraft, which
+// creates no message: the final is one sendMessage) or by editing one message in groups
+// (sendMessage on the first displayed delta, editMessageText within the chat's budget, the final
+// as the last edit); streaming "none" sends once at the final. Finals longer than 4096
+// characters are split into consecutive messages. Files go out as sendPhoto, sendVideo,
+// sendAudio or sendDocument uploads from the Transfer Plane, the text as caption where it fits.
+// "typing" is sendChatAction, renewed every 4 s while a status is shown. Replies use
+// reply_parameters.
+//
+// In: getUpdates long polling (default; one loop per bot across all channels of that bot, the
+// offset persisted in KV xim_cursors), or Telegram's webhook calls to
+// POST /v1/targets/telegram/{channel}/updates (setWebhook at PUT, the secret token compared in
+// constant time). A message's message_id is derived from its chat and message id, so an update
+// read twice is one message.
+//
+// Limits: no call to a chat before a 429's retry_after has passed; messages and edits within the
+// chat's budget (edits_per_minute: 60 in private chats, 20 in groups by default); previews
+// truncated at 4096 characters. In doubt (a crash, or a timeout after the request was sent): a
+// streamed message is settled by editing it; a direct final is answered delivery_outcome_unknown,
+// because Telegram has no idempotency key. docs/adapters/telegram.md says all of it.
+//
+// The Bot API methods are called through github.com/go-telegram/bot. Two parts are not, and say
+// why: getUpdates, which the library does not export (its own polling loop confirms updates
+// before they are handled, which a crash would lose), and file downloads, which it only names by
+// URL; both are plain HTTP calls on the same client.
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
+)
+
+// Name is the adapter's name in a channel's target binding.
+const Name = "telegram"
+
+// Limits and timings (docs/adapters/telegram.md, Bot API "sendMessage", "sendChatAction",
+// "getFile", "Sending files").
+const (
+	// MaxTextLength is the most characters a message holds (Telegram counts UTF-16 code units).
+	MaxTextLength = 4096
+	// MaxCaptionLength is the most characters a file's caption holds.
+	MaxCaptionLength = 1024
+	// TypingRenewal: a chat action shows for 5 s; it is sent again this often while a status
+	// is shown.
+	TypingRenewal = 4 * time.Second
+	// MaxDownload is the largest file the Bot API lets a bot download (getFile).
+	MaxDownload = 20 << 20
+	// MaxUpload is the largest file a bot can send; MaxPhotoUpload the largest photo.
+	MaxUpload      = 50 << 20
+	MaxPhotoUpload = 10 << 20
+	// PollTimeout is how long one getUpdates long poll waits for news.
+	PollTimeout = 25 * time.Second
+	// DraftRenewal: a draft is a 30-second preview; while an answer pauses, its draft is sent
+	// again this long after the last one.
+	DraftRenewal = 20 * time.Second
+)
+
+// Options configure the adapter.
+type Options struct {
+	// Logger receives the adapter's events (never a token). Default: discard.
+	Logger *slog.Logger
+	// Files gives the bytes of a final's files, uploaded to Telegram. Required for files out.
+	Files adapter.FileSource
+	// HTTPClient makes the calls. Default: one per adapter with keep-alive.
+	HTTPClient *http.Client
+	// PublicURL is XIM_PUBLIC_URL: the base of the webhook URL given to setWebhook for a
+	// channel with "inbound": "webhook" (such a channel cannot be bound without it).
+	PublicURL string
+	// PollTimeout is how long one getUpdates long poll waits. Default PollTimeout.
+	PollTimeout time.Duration
+}
+
+// Adapter binds channels to Telegram chats. One client per bot (API server and token) is shared
+// by every channel of that bot, with each chat's budget and rate-limit pause.
+type Adapter struct {
+	opts Options
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	bots map[string]*account
+}
+
+// New returns the adapter.
+func New(opts Options) *Adapter {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PollTimeout <= 0 {
+		opts.PollTimeout = PollTimeout
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = adapter.NewHTTPClient(0)
+	}
+	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
+	return &Adapter{opts: opts, log: opts.Logger, bots: map[string]*account{}}
+}
+
+// Name implements adapter.Opener.
+func (a *Adapter) Name() string { return Name }
+
+// Public implements adapter.Opener: the config without the token and the webhook secret.
+func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
+	c, err := parseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(c.public())
+}
+
+// Open implements adapter.Opener. No call is made (Probe checks the config against Telegram).
+func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
+	c, err := parseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{a: a, acc: a.account(c), cfg: c}, nil
+}
+
+// Probe implements adapter.Prober: the token is valid (getMe), the bot is in the chat
+// (getChat), a draft-streamed chat is private; with "inbound": "webhook" it sets the bot's
+// webhook to the channel's route, and with polling it removes a webhook left set, since
+// Telegram refuses getUpdates while one is.
+func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
+	c, err := parseConfig(ch.Target.Config)
+	if err != nil {
+		return err
+	}
+	acc := a.account(c)
+	var me *models.User
+	if err := acc.call(ctx, "getMe", 0, func(ctx context.Context) (err error) { me, err = acc.bot.GetMe(ctx); return err }); err != nil {
+		return refused("token", err)
+	}
+	if !me.IsBot {
+		return profile.Errorf(profile.CodeTargetConfigInvalid, "telegram: the token is not a bot's")
+	}
+	var chat *models.ChatFullInfo
+	if err := acc.call(ctx, "getChat", 0, func(ctx context.Context) (err error) {
+		chat, err = acc.bot.GetChat(ctx, &bot.GetChatParams{ChatID: c.chatID})
+		return err
+	}); err != nil {
+		return refused("chat_id", err)
+	}
+	if c.streaming == adapter.StreamingDraft && chat.Type != models.ChatTypePrivate {
+		return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: chat %d is a %s: "draft" streaming works in private chats only`, c.chatID, chat.Type)
+	}
+	switch c.inbound {
+	case InboundWebhook:
+		if a.opts.PublicURL == "" {
+			return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: "inbound": "webhook" needs XIM_PUBLIC_URL, the address Telegram calls`)
+		}
+		hook := a.opts.PublicURL + "/v1/targets/" + Name + "/" + ch.ID + "/updates"
+		if err := acc.call(ctx, "setWebhook", 0, func(ctx context.Context) error {
+			_, err := acc.bot.SetWebhook(ctx, &bot.SetWebhookParams{URL: hook, SecretToken: c.webhookSecret, AllowedUpdates: []string{"message"}})
+			return err
+		}); err != nil {
+			return refused("webhook", err)
+		}
+	case InboundPolling:
+		if err := acc.call(ctx, "deleteWebhook", 0, func(ctx context.Context) error {
+			_, err := acc.bot.DeleteWebhook(ctx, &bot.DeleteWebhookParams{})
+			return err
+		}); err != nil {
+			return refused("webhook", err)
+		}
+	}
+	return nil
+}
+
+// refused is a probe's failure: target_config_invalid naming what was refused.
+func refused(what string, err error) error {
+	pe := profile.AsError(err)
+	return profile.Errorf(profile.CodeTargetConfigInvalid, "telegram refused the %s: %s", what, pe.Message)
+}
+
+// account is one bot's client, shared by the channels of that bot.
+type account struct {
+	key    string
+	apiURL string
+	token  string
+	botID  int64
+	bot    *bot.Bot
+	http   *http.Client
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	chats map[int64]*chatState
+	parts map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
+	order []string         // parts keys, oldest first (bounded)
+}
+
+// chatState is what the bot knows of one chat's limits.
+type chatState struct {
+	until time.Time // no call before (a 429's retry_after)
+	next  time.Time // the next message or edit within the chat's budget
+}
+
+// maxPartsKeys bounds the split finals whose progress an account remembers.
+const maxPartsKeys = 4096
+
+func (a *Adapter) account(c *config) *account {
+	key := c.botKey()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc, ok := a.bots[key]; ok {
+		return acc
+	}
+	acc := &account{key: key, apiURL: c.apiURL, token: c.token, botID: c.botID(), http: a.opts.HTTPClient, log: a.log,
+		chats: map[int64]*chatState{}, parts: map[string][]int{}}
+	b, err := bot.New(c.token, bot.WithServerURL(c.apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(a.opts.PollTimeout, tracingClient{a.opts.HTTPClient}),
+		bot.WithErrorsHandler(func(err error) { acc.log.Debug("telegram_client_error", "err", err) }))
+	if err != nil {
+		panic(fmt.Sprintf("telegram: bot.New with a validated token: %v", err)) // only an empty token fails
+	}
+	acc.bot = b
+	a.bots[key] = acc
+	return acc
+}
+
+// callInfo is what the HTTP client saw of one call: whether the request was written, and the
+// answer's status.
+type callInfo struct {
+	wrote  bool
+	status int
+}
+
+type callInfoKey struct{}
+
+// tracingClient records, for the call whose context carries a *callInfo, whether the request was
+// written and the answer's status: the library's errors do not tell a 502 from a 500, nor a
+// refused connection (certain) from a timeout after sending (ambiguous).
+type tracingClient struct{ c *http.Client }
+
+func (t tracingClient) Do(req *http.Request) (*http.Response, error) {
+	info, _ := req.Context().Value(callInfoKey{}).(*callInfo)
+	if info != nil {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { info.wrote = true },
+		}))
+	}
+	resp, err := t.c.Do(req)
+	if info != nil && resp != nil {
+		info.status = resp.StatusCode
+	}
+	return resp, err
+}
+
+// call runs one Bot API method for chat (0: none). While the chat's retry_after runs it makes no
+// call and answers a RetryAfterError; a failure is mapped to its ack code (edge-api §7.2.2).
+func (acc *account) call(ctx context.Context, method string, chat int64, fn func(ctx context.Context) error) error {
+	if wait := acc.paused(chat); wait > 0 {
+		return &adapter.RetryAfterError{After: wait, Err: profile.Errorf(profile.CodeTargetRateLimited, "telegram %s: the chat is rate-limited", method)}
+	}
+	info := &callInfo{}
+	err := fn(context.WithValue(ctx, callInfoKey{}, info))
+	if err == nil {
+		return nil
+	}
+	return acc.mapErr(ctx, method, chat, info, err)
+}
+
+// mapErr maps a failed call to its ack code: 429 -> target_rate_limited (with the retry time,
+// which pauses the chat), 401 -> target_auth_failed, other 4xx (chat not found, bot blocked)
+// -> target_delivery_failed, 5xx, timeouts and network failures -> target_unavailable (ambiguous
+// when the request was sent and no answer came).
+func (acc *account) mapErr(ctx context.Context, method string, chat int64, info *callInfo, err error) error {
+	var tm *bot.TooManyRequestsError
+	if errors.As(err, &tm) {
+		after := time.Duration(max(tm.RetryAfter, 1)) * time.Second
+		acc.pause(chat, after)
+		return &adapter.RetryAfterError{After: after, Err: profile.Errorf(profile.CodeTargetRateLimited, "telegram %s: too many requests, retry after %s", method, after)}
+	}
+	desc := describe(err)
+	switch {
+	case info.status == http.StatusUnauthorized || errors.Is(err, bot.ErrorUnauthorized):
+		return profile.Errorf(profile.CodeTargetAuthFailed, "telegram %s: the bot token was refused (401)", method)
+	case info.status >= 400 && info.status < 500:
+		return profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram %s: %s", method, desc)
+	case info.status >= 500:
+		return profile.Errorf(profile.CodeTargetUnavailable, "telegram %s: server error %d", method, info.status)
+	case info.status == 0 && !info.wrote && ctx.Err() == nil:
+		return profile.Errorf(profile.CodeTargetUnavailable, "telegram %s: unreachable: %s", method, desc) // certain: nothing was sent
+	default:
+		// Sent, and no usable answer (a timeout, a reset, a garbled body): applied or not.
+		return &adapter.AmbiguousError{Err: profile.Errorf(profile.CodeTargetUnavailable, "telegram %s: no answer: %s", method, desc)}
+	}
+}
+
+// describe is an error's text without the library's prefixes; the library already replaces the
+// token in URLs with ***.
+func describe(err error) string {
+	s := err.Error()
+	for _, p := range []string{"bad request, ", "forbidden, ", "not found, ", "conflict, "} {
+		if i := strings.Index(s, p); i >= 0 {
+			return s[i+len(p):]
+		}
+	}
+	return s
+}
+
+func (acc *account) chat(id int64) *chatState {
+	cs, ok := acc.chats[id]
+	if !ok {
+		cs = &chatState{}
+		acc.chats[id] = cs
+	}
+	return cs
+}
+
+// paused is how long the chat's retry_after still runs.
+func (acc *account) paused(chat int64) time.Duration {
+	if chat == 0 {
+		return 0
+	}
+	acc.mu.Lock()
+	defer acc.mu.Unlock()
+	return time.Until(acc.chat(chat).until)
+}
+
+func (acc *account) pause(chat int64, d time.Duration) {
+	if chat == 0 {
+		return
+	}
+	acc.mu.Lock()
+	defer acc.mu.Unlock()
+	cs := acc.chat(chat)
+	if until := time.Now().Add(d); until.After(cs.until) {
+		cs.until = until
+	}
+}
+
+// budget takes the chat's next slot for a message or an edit, interval apart. A final waits for
+// it; a preview that would have to wait is answered a RetryAfterError instead (the display
+// stretches, nothing is sent).
+func (acc *account) budget(ctx context.Context, chat int64, interval time.Duration, wait bool) error {
+	acc.mu.Lock()
+	cs := acc.chat(chat)
+	now := time.Now()
+	at := now
+	if cs.next.After(now) {
+		at = cs.next
+	}
+	if !wait && at.After(now) {
+		acc.mu.Unlock()
+		return &adapter.RetryAfterError{After: at.Sub(now), Err: profile.Errorf(profile.CodeTargetRateLimited, "telegram: the chat's edit budget is spent")}
+	}
+	cs.next = at.Add(interval)
+	acc.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return profile.Errorf(profile.CodeTargetUnavailable, "telegram: waiting for the chat's budget: %v", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// sentParts returns the message ids of the parts of a split final sent so far.
+func (acc *account) sentParts(key string) []int {
+	acc.mu.Lock()
+	defer acc.mu.Unlock()
+	return append([]int(nil), acc.parts[key]...)
+}
+
+// recordPart remembers that part i of a split final was sent as message id.
+func (acc *account) recordPart(key string, id int) {
+	acc.mu.Lock()
+	defer acc.mu.Unlock()
+	if _, ok := acc.parts[key]; !ok {
+		acc.order = append(acc.order, key)
+		if len(acc.order) > maxPartsKeys {
+			delete(acc.parts, acc.order[0])
+			acc.order = acc.order[1:]
+		}
+	}
+	acc.parts[key] = append(acc.parts[key], id)
+}
+
+// Target is one channel's chat.
+type Target struct {
+	a   *Adapter
+	acc *account
+	cfg *config
+}
+
+var (
+	_ adapter.Target         = (*Target)(nil)
+	_ adapter.Editor         = (*Target)(nil)
+	_ adapter.Drafter        = (*Target)(nil)
+	_ adapter.ActivityShower = (*Target)(nil)
+	_ adapter.Prober         = (*Adapter)(nil)
+)
+
+// Capabilities implements adapter.Target.
+func (t *Target) Capabilities() adapter.Capabilities {
+	c := adapter.Capabilities{Streaming: t.cfg.streaming, Activity: t.cfg.activity, Reply: adapter.ReplyNative,
+		InDoubt: adapter.InDoubtUnknown, MaxTextLength: MaxTextLength, FirstPreviewWords: t.cfg.firstWords, ActivityRenewal: TypingRenewal}
+	switch t.cfg.streaming {
+	case adapter.StreamingEdit:
+		c.InDoubt = adapter.InDoubtEdit
+		c.MinEditInterval = t.cfg.interval()
+	case adapter.StreamingDraft:
+		c.PreviewRenewal = DraftRenewal
+	}
+	return c
+}
+
+// Send implements adapter.Sender: a final's text (split past 4096 characters) and files, or the
+// first streamed part (truncated). The target message id is the first message's id. A split
+// final retried after a failure goes on from the first part not sent.
+func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
+	if !m.Final {
+		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), false); err != nil {
+			return "", err
+		}
+		id, err := t.sendText(ctx, truncate(m.Text, MaxTextLength), m.ReplyTo)
+		return strconv.Itoa(id), err
+	}
+	ids, err := t.sendParts(ctx, m, 0, m.ReplyTo)
+	if err != nil {
+		return "", err
+	}
+	return strconv.Itoa(ids[0]), nil
+}
+
+// Edit implements adapter.Editor: the streamed message shows the text so far (truncated), or the
+// final: its first part in the message, the rest and the files as messages after it.
+func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Message) error {
+	id, err := strconv.Atoi(targetMessageID)
+	if err != nil {
+		return profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: target message id %q is not a message id", targetMessageID)
+	}
+	if !m.Final {
+		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), false); err != nil {
+			return err
+		}
+		return t.editText(ctx, id, truncate(m.Text, MaxTextLength))
+	}
+	_, err = t.sendParts(ctx, m, id, "")
+	return err
+}
+
+// sendParts delivers a final: its text split into parts, then its files (the text as the only
+// file's caption where it fits). With edit != 0 the first part replaces that message's text.
+// It returns the message ids of the parts.
+func (t *Target) sendParts(ctx context.Context, m adapter.Message, edit int, replyTo string) ([]int, error) {
+	parts := splitText(m.Text)
+	caption := ""
+	if len(m.Files) == 1 && edit == 0 && utf16Len(m.Text) <= MaxCaptionLength {
+		parts, caption = nil, m.Text // the text rides on the file
+	}
+	if len(parts) == 1 && parts[0] == "" && len(m.Files) > 0 {
+		parts = nil
+	}
+	done := t.acc.sentParts(m.IdempotencyKey)
+	if edit != 0 && len(done) == 0 {
+		done = nil
+	}
+	for i, text := range parts {
+		if i < len(done) {
+			continue // sent by an earlier attempt of this process
+		}
+		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), true); err != nil {
+			return nil, err
+		}
+		var id int
+		var err error
+		if i == 0 && edit != 0 {
+			id, err = edit, t.editText(ctx, edit, text)
+		} else {
+			reply := ""
+			if i == 0 {
+				reply = replyTo
+			}
+			id, err = t.sendText(ctx, text, reply)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.acc.recordPart(m.IdempotencyKey, id)
+		done = append(done, id)
+	}
+	for i, f := range m.Files {
+		if len(parts)+i < len(done) {
+			continue
+		}
+		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), true); err != nil {
+			return nil, err
+		}
+		reply := ""
+		if len(parts) == 0 && i == 0 {
+			reply = replyTo
+		}
+		id, err := t.sendFile(ctx, f, caption, reply)
+		if err != nil {
+			return nil, err
+		}
+		caption = ""
+		t.acc.recordPart(m.IdempotencyKey, id)
+		done = append(done, id)
+	}
+	if len(done) == 0 {
+		return nil, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: a message with neither text nor files")
+	}
+	return done, nil
+}
+
+func (t *Target) sendText(ctx context.Context, text, replyTo string) (int, error) {
+	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, Text: text, ReplyParameters: t.reply(replyTo)}
+	var msg *models.Message
+	err := t.acc.call(ctx, "sendMessage", t.cfg.chatID, func(ctx context.Context) (err error) { msg, err = t.acc.bot.SendMessage(ctx, p); return err })
+	if err != nil {
+		return 0, err
+	}
+	return msg.ID, nil
+}
+
+func (t *Target) editText(ctx context.Context, id int, text string) error {
+	p := &bot.EditMessageTextParams{ChatID: t.cfg.chatID, MessageID: id, Text: text}
+	err := t.acc.call(ctx, "editMessageText", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.EditMessageText(ctx, p); return err })
+	if err != nil && strings.Contains(err.Error(), "message is not modified") {
+		return nil // it shows this text already (an edit applied again)
+	}
+	return err
+}
+
+func (t *Target) reply(replyTo string) *models.ReplyParameters {
+	id, err := strconv.Atoi(replyTo)
+	if replyTo == "" || err != nil {
+		return nil
+	}
+	// A reply to a message deleted meanwhile is still sent, as a plain message.
+	return &models.ReplyParameters{MessageID: id, AllowSendingWithoutReply: true}
+}
+
+// sendFile uploads one file from the Transfer Plane with the method its kind takes (a photo
+// too large or of a type Telegram does not show as a photo goes as a document).
+func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo string) (int, error) {
+	if t.a.opts.Files == nil {
+		return 0, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: no file store to read %s from", f.FileRef)
+	}
+	if f.ByteSize > MaxUpload {
+		return 0, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: %s is %d bytes; a bot can send at most %d", f.Filename, f.ByteSize, MaxUpload)
+	}
+	method := methodFor(f)
+	var msg *models.Message
+	err := t.acc.call(ctx, method, t.cfg.chatID, func(ctx context.Context) error {
+		_, rc, err := t.a.opts.Files.Open(ctx, f.FileRef)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		// The library calls reflect IsNil on Data, which panics on a non-pointer reader.
+		up := &models.InputFileUpload{Filename: f.Filename, Data: &reader{rc}}
+		chat, reply := t.cfg.chatID, t.reply(replyTo)
+		switch method {
+		case "sendPhoto":
+			msg, err = t.acc.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, Photo: up, Caption: caption, ReplyParameters: reply})
+		case "sendVideo":
+			msg, err = t.acc.bot.SendVideo(ctx, &bot.SendVideoParams{ChatID: chat, Video: up, Caption: caption, ReplyParameters: reply})
+		case "sendAudio":
+			msg, err = t.acc.bot.SendAudio(ctx, &bot.SendAudioParams{ChatID: chat, Audio: up, Caption: caption, ReplyParameters: reply})
+		default:
+			msg, err = t.acc.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, Document: up, Caption: caption, ReplyParameters: reply})
+		}
+		return err
+	})
+	var pe *profile.Error
+	if errors.As(err, &pe) && pe.Code == profile.CodeFileNotFound {
+		return 0, pe
+	}
+	if err != nil {
+		return 0, err
+	}
+	return msg.ID, nil
+}
+
+// reader is an io.Reader behind a pointer (see sendFile).
+type reader struct{ io.Reader }
+
+// methodFor picks the send method of a file: photos Telegram shows as photos (JPEG, PNG, WebP
+// up to 10 MB), MPEG-4 videos, MP3 and M4A audio; everything else as a document.
+func methodFor(f adapter.File) string {
+	mime := strings.ToLower(f.MimeType)
+	switch {
+	case f.Type == "image" && (mime == "image/jpeg" || mime == "image/png" || mime == "image/webp") && f.ByteSize <= MaxPhotoUpload:
+		return "sendPhoto"
+	case f.Type == "video" && mime == "video/mp4":
+		return "sendVideo"
+	case f.Type == "audio" && (mime == "audio/mpeg" || mime == "audio/mp4" || mime == "audio/x-m4a"):
+		return "sendAudio"
+	}
+	return "sendDocument"
+}
+
+// Draft implements adapter.Drafter: sendMessageDraft with one draft id per message (changes of
+// one draft are animated), the text truncated to 4096 characters.
+func (t *Target) Draft(ctx context.Context, key, text string) error {
+	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
+	return t.acc.call(ctx, "sendMessageDraft", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendMessageDraft(ctx, p); return err })
+}
+
+// draftID is a message's draft id: non-zero, the same for every draft of the message.
+func draftID(key string) int64 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int64(h.Sum32()>>1) + 1
+}
+
+// ShowActivity implements adapter.ActivityShower: "typing" by sendChatAction (it shows for 5 s;
+// the stage renews it every TypingRenewal). Telegram has no call to stop it: idle sends
+// nothing, and the indicator ends by itself or with the bot's next message.
+func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
+	if a.Status == adapter.StatusIdle {
+		return nil
+	}
+	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, Action: models.ChatActionTyping}
+	return t.acc.call(ctx, "sendChatAction", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendChatAction(ctx, p); return err })
+}
+
+// splitText cuts a final's text into messages of at most MaxTextLength UTF-16 code units (what
+// Telegram counts), at the boundaries adapter.SplitText chooses.
+func splitText(text string) []string {
+	limit := MaxTextLength
+	for {
+		parts := adapter.SplitText(text, limit)
+		longest := 0
+		for _, p := range parts {
+			longest = max(longest, utf16Len(p))
+		}
+		if longest <= MaxTextLength || limit < 64 {
+			return parts
+		}
+		limit = limit * MaxTextLength / longest // fewer characters where many take two units
+		limit -= 8
+	}
+}
+
+// truncate cuts text to at most n UTF-16 code units, on a character boundary, marking the cut.
+func truncate(text string, n int) string {
+	if utf16Len(text) <= n {
+		return text
+	}
+	units := 0
+	for i, r := range text {
+		units += utf16.RuneLen(r)
+		if units > n-1 {
+			return text[:i] + "…"
+		}
+	}
+	return text
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if l := utf16.RuneLen(r); l > 0 {
+			n += l
+		} else {
+			n++ // an invalid byte, sent as U+FFFD
+		}
+	}
+	return n
+}
+
+// download fetches a file Telegram stores (getFile gave its path); the URL holds the token, so
+// no error names it.
+func (acc *account) download(ctx context.Context, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, acc.apiURL+"/file/bot"+acc.token+"/"+path, nil)
+	if err != nil {
+		return nil, profile.Errorf(profile.CodeFileDownloadFailed, "telegram: bad file path")
+	}
+	resp, err := acc.http.Do(req)
+	if err != nil {
+		return nil, profile.Errorf(profile.CodeTargetUnavailable, "telegram file download failed: %v", errors.Unwrap(err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return nil, profile.Errorf(profile.CodeTargetUnavailable, "telegram file download: server error %d", resp.StatusCode)
+		}
+		return nil, profile.Errorf(profile.CodeFileDownloadFailed, "telegram file download: status %d", resp.StatusCode)
+	}
+	return resp.Body, nil
+}
