@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func activityCalls(e *env, n int) []string {

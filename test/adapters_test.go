@@ -17,9 +17,9 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/natstest"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The universal adapter suite (handlers/adapter/adaptertest) on the webhook adapter, against the

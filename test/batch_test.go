@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // A burst of deltas is stored a batch at a time (subjects.HeaderFrames), and batching never

@@ -16,10 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The bounded-state suite drives a real node at high cardinality. XIMD_BOUNDED_FULL=1 runs the

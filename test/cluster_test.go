@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // Edge-api §1, §5 step 4, §5.1, §5.4; README "Durability": on a 3-node JetStream cluster with

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/conformance"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/conformance"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // TestConformance_ClusterWithSplitStages runs the profile's checklist (`ximctl conformance`)

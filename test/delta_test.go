@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // edge-api §5.2 + §7.1 streaming edit: the first displayed delta is a POST final=false, later

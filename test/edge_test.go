@@ -14,8 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // edge-api §1: /healthz, /readyz and /metrics need no token; /readyz is 200 once provisioned.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 const wait = 10 * time.Second

@@ -39,8 +39,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func skipFaults(t *testing.T) {

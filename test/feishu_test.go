@@ -10,9 +10,9 @@ import (
 
 	"github.com/ximd/ximd/handlers/adapter/feishu"
 	"github.com/ximd/ximd/handlers/adapter/feishu/feishutest"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // openFeishu binds channel to a Feishu chat through the real API.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // edge-api §5.1: every chat.message gets exactly one ack with reply_to, channel and message_id.

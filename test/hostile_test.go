@@ -22,10 +22,10 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // hostileFrame returns the i-th frame of a deterministic mix of hostile input for an open

@@ -11,9 +11,9 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // messageRecords opens the node's message record bucket on a connection of its own (closed when

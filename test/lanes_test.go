@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // laneKind is how a lane's webhook target behaves.

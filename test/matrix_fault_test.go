@@ -19,11 +19,11 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/ximd/ximd/handlers/adapter/matrix"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/dendrite"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // Edge-api §7.2 against a real homeserver: kill -9 of ximd at random moments loses nothing and

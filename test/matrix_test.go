@@ -14,9 +14,9 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/ximd/ximd/handlers/adapter/matrix"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/dendrite"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // openMatrix binds channel to the room through the real API.

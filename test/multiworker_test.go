@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func processed(t *testing.T, g prometheus.Gatherer) float64 {

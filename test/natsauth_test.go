@@ -16,11 +16,11 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 	"github.com/ximd/ximd/test/dendrite"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The passwords the compose NATS config reads from the environment, for this test's server.

@@ -21,10 +21,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func buildXimd(t *testing.T) string {

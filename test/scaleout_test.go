@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // workerGauge reads a gauge from a worker process's /metrics.

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // fastAcks makes missing acks visible quickly.

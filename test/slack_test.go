@@ -10,9 +10,9 @@ import (
 
 	"github.com/ximd/ximd/handlers/adapter/slack"
 	"github.com/ximd/ximd/handlers/adapter/slack/slacktest"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // openSlack binds channel to a Slack conversation through the real API.

@@ -12,9 +12,9 @@ import (
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/handlers/adapter/telegram"
 	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // openTelegram binds channel to a Telegram chat through the real API.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // toolAnswer is a tool.result payload as xAgent reads it.

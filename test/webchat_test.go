@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The webchat target (docs/webchat.md) over real HTTP on loopback against a real node; the

@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The fake edge stands in for ximd's /v1/ws (edge-api §5): it checks the bearer token and the

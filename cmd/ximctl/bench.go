@@ -17,11 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ximd/ximd/internal/load"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/load"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

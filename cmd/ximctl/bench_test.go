@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/test/load"
+	"github.com/ximd/ximd/internal/load"
 )
 
 // ximctl bench with stderr not a terminal: plain progress lines, one per phase at its end with

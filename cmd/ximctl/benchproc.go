@@ -21,9 +21,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ximd/ximd/internal/load"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
-	"github.com/ximd/ximd/test/load"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on every

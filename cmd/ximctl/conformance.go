@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/ximd/ximd/test/conformance"
+	"github.com/ximd/ximd/internal/conformance"
 )
 
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {

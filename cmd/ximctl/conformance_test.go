@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/conformance"
 	"github.com/ximd/ximd/pipeline/node"
-	"github.com/ximd/ximd/test/conformance"
 )
 
 // The checks themselves, against a real ximd and against broken edges, are tested in
-// test/conformance; these tests are about the command: its outputs and exit status.
+// internal/conformance; these tests are about the command: its outputs and exit status.
 
 func TestConformanceJSONIsExactlyTheChecks(t *testing.T) {
 	n := startTestNode(t, nil)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ximd/ximd/test/testkit"
+	"github.com/ximd/ximd/internal/testkit"
 )
 
 // ximctl invoke runs an IM tool on a channel as xAgent would and prints its tool.result; the same

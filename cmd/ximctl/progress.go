@@ -11,7 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/ximd/ximd/test/load"
+	"github.com/ximd/ximd/internal/load"
 )
 
 // progressView shows how far a bench run is on w (stderr): on a terminal a bar redrawn in place

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // ximctl status on a gateway and a worker sharing one NATS server: a user message that expired

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // pollDeadline bounds every wait of these tests.

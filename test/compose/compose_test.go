@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 func env(name, def string) string {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // Result is what one fault run found. Problems lists every violation in words; the counters

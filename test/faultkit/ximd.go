@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/test/testkit"
+	"github.com/ximd/ximd/internal/testkit"
 )
 
 // Env reads an integer knob of the long form (XIMD_FAULT_*), def when unset.

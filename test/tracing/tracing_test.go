@@ -17,10 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/tracing"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // recorded is the spans of one trace: name -> span, and the names in the order they ended.

@@ -18,9 +18,9 @@ import (
 
 	"github.com/ximd/ximd/cmd/internal/agent"
 	"github.com/ximd/ximd/cmd/internal/demo"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/xagent"
 	"github.com/ximd/ximd/profile"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The demo in a real browser: a real all-in-one node (embedded JetStream, HTTP on loopback),

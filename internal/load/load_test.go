@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ximd/ximd/test/load"
-	"github.com/ximd/ximd/test/testkit"
+	"github.com/ximd/ximd/internal/load"
+	"github.com/ximd/ximd/internal/testkit"
 )
 
 func startNode(tb testing.TB) *testkit.Node {
@@ -98,7 +98,7 @@ func TestRun_SweepAndPlot(t *testing.T) {
 }
 
 // BenchmarkEndToEnd runs the load tool once per iteration and reports its figures and ratios
-// against the raw JetStream baseline of the same run: go test -bench EndToEnd -benchtime 1x ./test/load
+// against the raw JetStream baseline of the same run: go test -bench EndToEnd -benchtime 1x ./internal/load
 func BenchmarkEndToEnd(b *testing.B) {
 	n := startNode(b)
 	cfg := load.DefaultConfig()

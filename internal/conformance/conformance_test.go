@@ -20,9 +20,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ximd/ximd/internal/conformance"
+	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
-	"github.com/ximd/ximd/test/conformance"
-	"github.com/ximd/ximd/test/testkit"
 )
 
 // The checklist proves something only if each check fails when the edge breaks its rule.
