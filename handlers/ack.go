@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ximd/ximd/pipeline/tracing"
+	"github.com/ximd/ximd/handlers/spans"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -63,7 +63,7 @@ func (r *Replier) Error(ctx context.Context, to Origin, in profile.Envelope, e *
 }
 
 func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo string, payload any) error {
-	ctx, span := tracing.Start(ctx, tracer, trace.SpanKindProducer, "reply", typ)
+	ctx, span := spans.Start(ctx, tracer, trace.SpanKindProducer, "reply", typ)
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built
 		span.SetAttributes(attrChannel.String(channel), attrType.String(typ))

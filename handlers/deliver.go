@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/pipeline/tracing"
+	"github.com/ximd/ximd/handlers/spans"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -448,7 +448,7 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 		if targetID != "" && canEdit {
 			name = "edit"
 		}
-		cctx, span := tracing.Start(ctx, tracer, trace.SpanKindClient, "target", name)
+		cctx, span := spans.Start(ctx, tracer, trace.SpanKindClient, "target", name)
 		defer span.End()
 		cctx, cancel := context.WithTimeout(cctx, d.cfg.CallTimeout)
 		defer cancel()

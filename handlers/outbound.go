@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ximd/ximd/pipeline/tracing"
+	"github.com/ximd/ximd/handlers/spans"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -155,7 +155,7 @@ func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, e
 func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
 	// A user message is one trace: this span (the child of the caller's, if any), then the
 	// outbound stage's sends, whose parent travels in the work item's headers.
-	ctx, span := tracing.Start(ctx, tracer, trace.SpanKindProducer, "outbox submit", "")
+	ctx, span := spans.Start(ctx, tracer, trace.SpanKindProducer, "outbox submit", "")
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage))
@@ -425,7 +425,7 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 		return again(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
-	sctx, span := tracing.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), tracer, trace.SpanKindProducer, "outbound send", "")
+	sctx, span := spans.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), tracer, trace.SpanKindProducer, "outbound send", "")
 	sent := o.send(sctx, b)
 	if span.IsRecording() {
 		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID), attrSent.Bool(sent))

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ximd/ximd/pipeline/tracing"
+	"github.com/ximd/ximd/handlers/spans"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -81,7 +81,7 @@ func (s *Stages) handle(msg *message.Message, from Origin, received time.Time, f
 		s.metrics.Packets.WithLabelValues("dropped").Inc()
 		return nil
 	}
-	ctx, span := tracing.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), tracer,
+	ctx, span := spans.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), tracer,
 		trace.SpanKindConsumer, "stage", pt.Stage)
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built

@@ -8,8 +8,8 @@ import (
 
 // tracer starts the stages' spans: a stage's span is the child of the gateway's publish span,
 // whose context the packet carries in its NATS headers (W3C traceparent), and the parent of the
-// target calls and the reply it makes. Spans are started through tracing.Start: with tracing
-// off (pipeline/tracing), none is.
+// target calls and the reply it makes. Spans are started through spans.Start (handlers/spans):
+// until pipeline/tracing installs a tracer provider, none is.
 var tracer = otel.Tracer("github.com/ximd/ximd/handlers")
 
 // Span attribute keys.

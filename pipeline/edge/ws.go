@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ximd/ximd/handlers"
-	"github.com/ximd/ximd/pipeline/tracing"
+	"github.com/ximd/ximd/handlers/spans"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -379,7 +379,7 @@ func (g *Gateway) handleFrame(ctx context.Context, c *wsConn, frame []byte, bs *
 		return
 	}
 	// One trace per packet: this span is its root, the stage that takes it its grandchild.
-	ctx, span := tracing.Start(ctx, tracer, trace.SpanKindServer, "edge receive", "")
+	ctx, span := spans.Start(ctx, tracer, trace.SpanKindServer, "edge receive", "")
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built
 		span.SetAttributes(attribute.String("xim.channel", env.ChannelID), attribute.String("xim.type", env.Type), attribute.String("xim.packet_id", env.PacketID))
@@ -443,7 +443,7 @@ func (g *Gateway) publish(c *wsConn, b *batch, answered bool) {
 	}
 	// The publish span ends when the publish is handed to the connection (its acknowledgement
 	// comes asynchronously); its context, in the headers, is the stage span's parent.
-	pctx, span := tracing.Start(b.ctx, tracer, trace.SpanKindProducer, "publish", subjects.StreamIn)
+	pctx, span := spans.Start(b.ctx, tracer, trace.SpanKindProducer, "publish", subjects.StreamIn)
 	otel.GetTextMapPropagator().Inject(pctx, handlers.NATSHeaderCarrier(m.Header))
 	_, err := g.js.PublishMsgAsync(m)
 	span.End()
@@ -515,7 +515,7 @@ func (g *Gateway) replyError(c *wsConn, in profile.Envelope, e *profile.Error) {
 	g.enqueue(c, b)
 }
 
-// tracer starts the gateway's spans, through tracing.Start (none unless pipeline/tracing switched tracing on).
+// tracer starts the gateway's spans, through spans.Start (none unless pipeline/tracing switched tracing on).
 var tracer = otel.Tracer("github.com/ximd/ximd/pipeline/edge")
 
 // onReply routes a worker's reply to the connection the packet came from, else any live one, and

@@ -1,6 +1,7 @@
 // Package tracing switches OpenTelemetry tracing on from the standard OTEL_* variables. Off (the
-// default), nothing is installed: Start makes no span (and allocates nothing) and no trace
-// context travels in NATS headers.
+// default), nothing is installed: handlers/spans' Start, which the edge and the stages start
+// their spans with, makes no span (and allocates nothing) and no trace context travels in NATS
+// headers.
 package tracing
 
 import (
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,7 +16,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ximd/ximd/handlers/spans"
 )
 
 // On reports whether the environment asks for traces: OTEL_TRACES_EXPORTER is "otlp", or it is
@@ -60,31 +61,10 @@ func Setup(ctx context.Context, role string) (shutdown func(context.Context) err
 	return tp.Shutdown, true, nil
 }
 
-// Install makes tp the global tracer provider, with the W3C trace-context propagator (tests
-// install one with an in-memory exporter).
+// Install makes tp the global tracer provider, with the W3C trace-context propagator, and
+// switches spans.Start on (tests install one with an in-memory exporter).
 func Install(tp *sdktrace.TracerProvider) {
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	installed.Store(true)
-}
-
-// installed is set once a tracer provider is installed.
-var installed atomic.Bool
-
-// Installed reports whether a tracer provider is installed (spans are made).
-func Installed() bool { return installed.Load() }
-
-// Start starts a span of kind with t, named verb or "verb object", once a tracer provider is
-// installed (Setup with tracing on, or Install). Before that it returns ctx and the span ctx
-// carries (a no-op one) and allocates nothing, not even the name: the global tracer's
-// placeholder spans cost every packet a few hundred bytes.
-func Start(ctx context.Context, t trace.Tracer, kind trace.SpanKind, verb, object string) (context.Context, trace.Span) {
-	if !installed.Load() {
-		return ctx, trace.SpanFromContext(ctx)
-	}
-	name := verb
-	if object != "" {
-		name += " " + object
-	}
-	return t.Start(ctx, name, trace.WithSpanKind(kind))
+	spans.Enable()
 }
