@@ -85,8 +85,32 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
+	for _, sc := range streamConfigs(c) {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, bc := range bucketConfigs(c) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, bc); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", bc.Bucket, err)
+		}
+	}
+	if err := provisionStages(ctx, js, c.Partitions); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamOut, OutboundConsumerConfig()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", subjects.OutboundConsumer, err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamReplies, RepliesConsumerConfig()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", subjects.RepliesConsumer, err)
+	}
+	return nil
+}
+
+// streamConfigs are the streams Provision creates or updates under c.
+func streamConfigs(c StoreConfig) []jetstream.StreamConfig {
 	src, dst := subjects.PartitionTransform(c.Partitions)
-	streams := []jetstream.StreamConfig{{
+	return []jetstream.StreamConfig{{
 		Name:             subjects.StreamIn,
 		Description:      "ximd inbound packets from xAgent, partitioned by channel",
 		Subjects:         []string{subjects.InAll},
@@ -131,12 +155,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}}
-	for _, sc := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
-		}
-	}
-	buckets := []jetstream.KeyValueConfig{{
+}
+
+// bucketConfigs are the key-value buckets Provision creates or updates under c.
+func bucketConfigs(c StoreConfig) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{{
 		Bucket:      subjects.BucketChannels,
 		Description: "ximd open channels and their target bindings",
 		History:     1,
@@ -178,21 +201,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, c StoreConfig) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}}
-	for _, bc := range buckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, bc); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", bc.Bucket, err)
-		}
-	}
-	if err := provisionStages(ctx, js, c.Partitions); err != nil {
-		return err
-	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamOut, OutboundConsumerConfig()); err != nil {
-		return fmt.Errorf("provision consumer %s: %w", subjects.OutboundConsumer, err)
-	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamReplies, RepliesConsumerConfig()); err != nil {
-		return fmt.Errorf("provision consumer %s: %w", subjects.RepliesConsumer, err)
-	}
-	return nil
 }
 
 // InDuplicates is XIM_IN's duplicate window: a final or tool invocation published again by the

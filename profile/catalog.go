@@ -338,140 +338,175 @@ func (c *Catalog) loadCatalog(data []byte) error {
 	if err := decodeStrict(data, &f); err != nil {
 		return err
 	}
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p problems
+	c.loadHeader(&f, &p)
+	c.loadPayloads(f.Payloads, &p)
+	c.loadForbiddenKeys(&f, &p)
+	c.loadPacketTypes(f.PacketTypes, &p)
+	c.checkGoBindings(&p)
+	c.message, c.delta = c.payload[TypeMessage], c.payload[TypeDelta]
+	c.activity, c.ack = c.payload[TypeActivity], c.payload[TypeAck]
+	c.toolInvoke = c.payload[TypeToolInvoke]
+	return errors.Join(p...)
+}
 
+// problems collects what is wrong with an embedded file, so that Load reports every fault at
+// once.
+type problems []error
+
+// addf adds one problem, formatted with fmt.Errorf.
+func (p *problems) addf(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// loadHeader checks the catalog's profile, schema and the description of each direction.
+func (c *Catalog) loadHeader(f *catalogFile, p *problems) {
 	if f.Profile != IM {
-		bad("profile is %q, want %q", f.Profile, IM)
+		p.addf("profile is %q, want %q", f.Profile, IM)
 	}
 	if f.Schema != Schema {
-		bad("schema is %q, want %q", f.Schema, Schema)
+		p.addf("schema is %q, want %q", f.Schema, Schema)
 	}
 	c.profile = f.Profile
 	for name := range directionNames {
 		if _, ok := f.Directions[name]; !ok {
-			bad("directions: %s not described", name)
+			p.addf("directions: %s not described", name)
 		}
 	}
 	for name := range f.Directions {
 		if _, ok := directionNames[name]; !ok {
-			bad("directions: unknown direction %q", name)
+			p.addf("directions: unknown direction %q", name)
 		}
 	}
+}
 
-	// Payload object specs.
-	c.objects = make(map[string]*objectSpec, len(f.Payloads))
-	for _, o := range f.Payloads {
+// loadPayloads indexes the payload object specs by name and resolves them; every implemented
+// field check and object rule must be named by some payload.
+func (c *Catalog) loadPayloads(payloads []*objectSpec, p *problems) {
+	c.objects = make(map[string]*objectSpec, len(payloads))
+	for _, o := range payloads {
 		if o.Name == "" {
-			bad("payloads: a spec has no name")
+			p.addf("payloads: a spec has no name")
 			continue
 		}
 		if _, dup := c.objects[o.Name]; dup {
-			bad("payload %s: defined twice", o.Name)
+			p.addf("payload %s: defined twice", o.Name)
 		}
 		c.objects[o.Name] = o
 	}
 	usedChecks := map[string]bool{}
 	usedRules := map[string]bool{}
-	for _, o := range f.Payloads {
-		errs = append(errs, c.resolveObject(o, usedChecks, usedRules)...)
+	for _, o := range payloads {
+		*p = append(*p, c.resolveObject(o, usedChecks, usedRules)...)
 	}
 	for name := range fieldChecks {
 		if !usedChecks[name] {
-			bad("check %s is implemented but no field names it", name)
+			p.addf("check %s is implemented but no field names it", name)
 		}
 	}
 	for name := range objectRules {
 		if !usedRules[name] {
-			bad("rule %s is implemented but no payload names it", name)
+			p.addf("rule %s is implemented but no payload names it", name)
 		}
 	}
+}
 
-	// Forbidden keys (P-ID-2).
+// loadForbiddenKeys reads the keys no payload may carry (P-ID-2); none may be a payload field.
+func (c *Catalog) loadForbiddenKeys(f *catalogFile, p *problems) {
 	if f.ForbiddenKeys.Rule == "" || len(f.ForbiddenKeys.Keys) == 0 {
-		bad("forbidden_keys: rule and keys are required")
+		p.addf("forbidden_keys: rule and keys are required")
 	}
 	c.forbidden = f.ForbiddenKeys.Keys
 	c.forbiddenRule = f.ForbiddenKeys.Rule
 	for _, k := range c.forbidden {
 		for _, o := range f.Payloads {
 			if o.field([]byte(k)) >= 0 {
-				bad("forbidden key %s is a field of payload %s", k, o.Name)
+				p.addf("forbidden key %s is a field of payload %s", k, o.Name)
 			}
 		}
 	}
+}
 
-	// Packet types.
+// loadPacketTypes indexes the packet types by direction and binds their payload specs; every
+// Type* constant must be in the catalog.
+func (c *Catalog) loadPacketTypes(types []packetTypeSpec, p *problems) {
 	c.payload = map[string]*objectSpec{}
 	for d := range c.lookup {
 		c.lookup[d] = map[string]PacketType{}
 	}
 	seen := map[string]bool{}
-	kindStage := map[string]string{}
-	for _, t := range f.PacketTypes {
+	kindStage := map[string]string{} // kind -> the stage that consumes it
+	for _, t := range types {
 		if t.Name == "" {
-			bad("packet_types: an entry has no name")
+			p.addf("packet_types: an entry has no name")
 			continue
 		}
 		if seen[t.Name] {
-			bad("packet type %s: listed twice", t.Name)
+			p.addf("packet type %s: listed twice", t.Name)
 		}
 		seen[t.Name] = true
-		if !isLowerToken(t.Kind) {
-			bad("packet type %s: kind %q is not a lower-case subject token", t.Name, t.Kind)
-		}
-		if len(t.Directions) == 0 {
-			bad("packet type %s: no directions", t.Name)
-		}
-		pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck, Answered: t.Answered || t.NeedsAck, Stage: t.Stage}
-		fromAgent := slices.Contains(t.Directions, "xagent_to_connector")
-		switch {
-		case fromAgent && !isLowerToken(t.Stage):
-			bad("packet type %s: accepted from xAgent, so it needs a stage (a lower-case token), got %q", t.Name, t.Stage)
-		case !fromAgent && t.Stage != "":
-			bad("packet type %s: a stage for a type ximd never receives", t.Name)
-		case fromAgent && kindStage[t.Kind] != "" && kindStage[t.Kind] != t.Stage:
-			// A stage consumer selects its packets by kind (the subject's last token).
-			bad("packet type %s: kind %q already belongs to stage %s", t.Name, t.Kind, kindStage[t.Kind])
-		case fromAgent:
-			kindStage[t.Kind] = t.Stage
-		}
-		for _, dn := range t.Directions {
-			d, ok := directionNames[dn]
-			if !ok {
-				bad("packet type %s: unknown direction %q", t.Name, dn)
-				continue
-			}
-			if _, dup := c.lookup[d][t.Name]; dup {
-				bad("packet type %s: direction %s listed twice", t.Name, dn)
-				continue
-			}
-			c.lookup[d][t.Name] = pt
-			c.byDir[d] = append(c.byDir[d], pt)
-		}
-		if t.Payload != "" {
-			o, ok := c.objects[t.Payload]
-			if !ok {
-				bad("packet type %s: unknown payload %q", t.Name, t.Payload)
-				continue
-			}
-			c.payload[t.Name] = o
-		}
+		c.loadPacketType(t, kindStage, p)
 	}
 	for _, name := range []string{TypeMessage, TypeDelta, TypeAck, TypeActivity, TypeError, TypeToolInvoke, TypeToolResult} {
 		if !seen[name] {
-			bad("packet type %s: constant of package profile missing from the catalog", name)
+			p.addf("packet type %s: constant of package profile missing from the catalog", name)
 		}
 	}
+}
 
-	// Go bindings.
+// loadPacketType checks one packet type's kind, stage and directions, and adds it to the
+// direction indexes.
+func (c *Catalog) loadPacketType(t packetTypeSpec, kindStage map[string]string, p *problems) {
+	if !isLowerToken(t.Kind) {
+		p.addf("packet type %s: kind %q is not a lower-case subject token", t.Name, t.Kind)
+	}
+	if len(t.Directions) == 0 {
+		p.addf("packet type %s: no directions", t.Name)
+	}
+	pt := PacketType{Name: t.Name, Kind: t.Kind, NeedsAck: t.NeedsAck, Answered: t.Answered || t.NeedsAck, Stage: t.Stage}
+	fromAgent := slices.Contains(t.Directions, "xagent_to_connector")
+	switch {
+	case fromAgent && !isLowerToken(t.Stage):
+		p.addf("packet type %s: accepted from xAgent, so it needs a stage (a lower-case token), got %q", t.Name, t.Stage)
+	case !fromAgent && t.Stage != "":
+		p.addf("packet type %s: a stage for a type ximd never receives", t.Name)
+	case fromAgent && kindStage[t.Kind] != "" && kindStage[t.Kind] != t.Stage:
+		// A stage consumer selects its packets by kind (the subject's last token).
+		p.addf("packet type %s: kind %q already belongs to stage %s", t.Name, t.Kind, kindStage[t.Kind])
+	case fromAgent:
+		kindStage[t.Kind] = t.Stage
+	}
+	for _, dn := range t.Directions {
+		d, ok := directionNames[dn]
+		if !ok {
+			p.addf("packet type %s: unknown direction %q", t.Name, dn)
+			continue
+		}
+		if _, dup := c.lookup[d][t.Name]; dup {
+			p.addf("packet type %s: direction %s listed twice", t.Name, dn)
+			continue
+		}
+		c.lookup[d][t.Name] = pt
+		c.byDir[d] = append(c.byDir[d], pt)
+	}
+	if t.Payload != "" {
+		o, ok := c.objects[t.Payload]
+		if !ok {
+			p.addf("packet type %s: unknown payload %q", t.Name, t.Payload)
+			return
+		}
+		c.payload[t.Name] = o
+	}
+}
+
+// checkGoBindings checks the payload specs against the Go types and enum values package
+// profile uses.
+func (c *Catalog) checkGoBindings(p *problems) {
 	for name, typ := range bindings {
 		o := c.payload[name]
 		if o == nil {
-			bad("packet type %s: no payload spec for Go type %s", name, typ.Name())
+			p.addf("packet type %s: no payload spec for Go type %s", name, typ.Name())
 			continue
 		}
-		errs = append(errs, checkBinding(o, typ)...)
+		*p = append(*p, checkBinding(o, typ)...)
 	}
 	for _, ev := range enumValues {
 		o := c.payload[ev.packetType]
@@ -480,19 +515,15 @@ func (c *Catalog) loadCatalog(data []byte) error {
 		}
 		i := o.field([]byte(ev.field))
 		if i < 0 {
-			bad("payload %s: no field %s", o.Name, ev.field)
+			p.addf("payload %s: no field %s", o.Name, ev.field)
 			continue
 		}
 		for _, v := range ev.values {
 			if !slices.Contains(o.Fields[i].Enum, v) {
-				bad("payload %s: %s enum lacks %q, which package profile uses", o.Name, ev.field, v)
+				p.addf("payload %s: %s enum lacks %q, which package profile uses", o.Name, ev.field, v)
 			}
 		}
 	}
-	c.message, c.delta = c.payload[TypeMessage], c.payload[TypeDelta]
-	c.activity, c.ack = c.payload[TypeActivity], c.payload[TypeAck]
-	c.toolInvoke = c.payload[TypeToolInvoke]
-	return errors.Join(errs...)
 }
 
 // resolveObject checks one payload spec and binds its named checks and rules.

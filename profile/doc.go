@@ -1,24 +1,30 @@
 // Package profile is the xAgent IM Profile v2 (xagent.im.v2) as data, types and validation:
-// the packet envelope, the four IM packets and their payloads, the profile catalog and the
-// protocol error codes. It imports no NATS and nothing outside the standard library; every other
-// package asks it what the protocol allows.
+// the packet envelope, the IM packets (chat.message, chat.message.delta, chat.message.ack,
+// chat.activity, tool.invoke, tool.result, error) and their payloads, the IM tools, the profile
+// catalog and the protocol error codes. It imports no NATS; outside the standard library it
+// uses only a JSON Schema validator (github.com/santhosh-tekuri/jsonschema) for tool arguments
+// and golang.org/x/text for that validator's messages. Every other package asks it what the
+// protocol allows.
 //
 // # Data
 //
-// Two embedded files are the protocol facts (STYLE 4):
+// Three embedded files are the protocol facts (STYLE 4):
 //
 //   - catalog.json: the packet types (name, subject kind, directions, whether each needs an
-//     ack), the payload of each as closed records (fields with JSON type, required or required
-//     in one direction, enum, max_bytes, min, max_items), the keys no payload may carry (P-ID-2),
-//     and the names of the cross-field rules implemented in Go (text_or_files P-MSG-3,
+//     ack or another single answer, the worker stage of those received from xAgent), the
+//     payload of each as closed records (fields with JSON type, required or required in one
+//     direction, enum, max_bytes, min, max_items), the keys no payload may carry (P-ID-2), and
+//     the names of the cross-field rules implemented in Go (text_or_files P-MSG-3,
 //     unique_file_refs P-MSG-5, tool_name_iff_tool P-ACT-2, rejected_needs_code profile §7,
 //     download_url_safe P-MSG-6/P-MSG-8, filename_safe P-MSG-8).
 //   - errors.json: the error-code table (code, retryable, http_status, description).
+//   - tools.json: the IM tools with their input schemas (edge-api §8), which the Card declares
+//     and tool arguments are validated against ([Tool.CheckArguments]).
 //
-// [Load] parses and cross-checks both against the Go code (every Code*, Type* and status
+// [Load] parses and cross-checks them against the Go code (every Code*, Type* and status
 // constant exists in the data, every named rule has an implementation and vice versa, every
-// payload's fields equal its Go type's JSON fields). [Default] is the embedded catalog, loaded
-// once.
+// payload's fields equal its Go type's JSON fields, every Tool* constant is a tool whose schema
+// compiles). [Default] is the embedded catalog, loaded once.
 //
 // # Receiving a frame
 //
@@ -44,9 +50,9 @@
 // Every validation failure is an *[Error] with a code from the table, a message naming the
 // field (for example "files[1].type: must be one of image, video, audio, file (P-MSG-4)") and
 // the table's retryable. Limits ximd adds where the profile is silent are in catalog.json:
-// message_id, file_ref and tool_name at most 256 bytes, filename 1024, mime_type 255,
-// download_url 8192, at most 256 files per message, packet_id and reply_to at most
-// [MaxPacketIDBytes] without control characters.
+// message_id, file_ref, tool_name, invocation_id and tool at most 256 bytes, code 128,
+// filename 1024, mime_type 255, download_url 8192, at most 256 files per message, packet_id and
+// reply_to at most [MaxPacketIDBytes] without control characters.
 //
 // Frames are read by a single-pass validating scanner of this package (jsonscan.go), not by a
 // JSON library: measured against jsontext (github.com/go-json-experiment/json, the

@@ -57,117 +57,152 @@ var envelopeKeys = [...]string{
 //
 // Payload aliases frame (no copy): do not modify frame while the Envelope is in use.
 func DecodeEnvelope(frame []byte) (Envelope, error) {
-	var env Envelope
-	s := scanner{b: frame}
-	if s.peek() != '{' {
-		if s.i >= len(frame) {
-			return env, invalidf("not valid JSON: empty frame")
+	d := envelopeDecoder{s: scanner{b: frame}}
+	if d.s.peek() != '{' {
+		if d.s.i >= len(frame) {
+			return d.env, invalidf("not valid JSON: empty frame")
 		}
-		return env, invalidf("the packet must be a JSON object")
+		return d.env, invalidf("the packet must be a JSON object")
 	}
-	var seen uint8
-	var extra map[string]struct{} // unknown members seen, for duplicate detection (a map: a frame may hold ~100k of them)
-	hasSchema := false
-	err := s.object(func(key []byte) error {
-		k := -1
-		for i, name := range envelopeKeys {
-			if name == string(key) {
-				k = i
-				break
-			}
-		}
-		if k < 0 {
-			if _, dup := extra[string(key)]; dup {
-				return invalidf("%s: duplicate key", join("", key))
-			}
-			if extra == nil {
-				extra = map[string]struct{}{}
-			}
-			extra[string(key)] = struct{}{}
-			return s.skip()
-		}
-		if seen&(1<<k) != 0 {
-			return invalidf("%s: duplicate key", envelopeKeys[k])
-		}
-		seen |= 1 << k
-		switch k {
-		case envTime:
-			if isNull, err := s.null(); isNull || err != nil {
-				return err
-			}
-			if c := s.peek(); c != '-' && (c < '0' || c > '9') {
-				return invalidf("time: must be an integer (Unix ms)")
-			}
-			span, isInt, err := s.number()
-			if err != nil {
-				return err
-			}
-			n, ok := parseInt(span)
-			if !isInt || !ok {
-				return invalidf("time: must be an integer (Unix ms)")
-			}
-			env.Time = n
-			return nil
-		case envPayload:
-			if isNull, err := s.null(); isNull || err != nil {
-				return err // like every member, null is absent: Payload stays nil
-			}
-			start := s.i
-			if err := s.skip(); err != nil {
-				return err
-			}
-			env.Payload = frame[start:s.i]
-			return nil
-		}
-		if isNull, err := s.null(); isNull || err != nil {
-			return err
-		}
-		if s.peek() != '"' {
-			return invalidf("%s: must be a string", envelopeKeys[k])
-		}
-		b, err := s.str(true)
-		if err != nil {
-			return err
-		}
-		var v string
-		switch k {
-		case envSchema, envType:
-			v = intern(b) // the common values cost no allocation
-		default:
-			v = string(b)
-		}
-		switch k {
-		case envSchema:
-			env.Schema, hasSchema = v, true
-		case envPacketID:
-			env.PacketID = v
-			return checkPacketID("packet_id", v)
-		case envReplyTo:
-			env.ReplyTo = v
-			return checkPacketID("reply_to", v)
-		case envChannelID:
-			env.ChannelID = v
-		case envType:
-			env.Type = v
-		}
-		return nil
-	})
+	err := d.s.object(d.member)
 	if err == nil {
-		err = s.end()
+		err = d.s.end()
 	}
+	if err != nil {
+		return d.env, err
+	}
+	return d.env, d.complete()
+}
+
+// envelopeDecoder is DecodeEnvelope's state: the scanner over the frame, the envelope read so
+// far and the members seen.
+type envelopeDecoder struct {
+	s         scanner
+	env       Envelope
+	seen      uint8               // bit k: envelopeKeys[k] was read
+	extra     map[string]struct{} // unknown members seen, for duplicate detection (a map: a frame may hold ~100k of them)
+	hasSchema bool
+}
+
+// member reads the value of one envelope member, key, refusing a key seen before.
+func (d *envelopeDecoder) member(key []byte) error {
+	k := envelopeKey(key)
+	if k < 0 {
+		return d.unknown(key)
+	}
+	if d.seen&(1<<k) != 0 {
+		return invalidf("%s: duplicate key", envelopeKeys[k])
+	}
+	d.seen |= 1 << k
+	switch k {
+	case envTime:
+		return d.time()
+	case envPayload:
+		return d.payload()
+	}
+	return d.text(k)
+}
+
+// envelopeKey returns the index of key in envelopeKeys, or -1 for a member the envelope does not
+// define.
+func envelopeKey(key []byte) int {
+	for i, name := range envelopeKeys {
+		if name == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// unknown skips the value of a member the envelope does not define, refusing a key seen before.
+func (d *envelopeDecoder) unknown(key []byte) error {
+	if _, dup := d.extra[string(key)]; dup {
+		return invalidf("%s: duplicate key", join("", key))
+	}
+	if d.extra == nil {
+		d.extra = map[string]struct{}{}
+	}
+	d.extra[string(key)] = struct{}{}
+	return d.s.skip()
+}
+
+// time reads the time member: an integer (Unix ms) or null.
+func (d *envelopeDecoder) time() error {
+	if isNull, err := d.s.null(); isNull || err != nil {
+		return err
+	}
+	if c := d.s.peek(); c != '-' && (c < '0' || c > '9') {
+		return invalidf("time: must be an integer (Unix ms)")
+	}
+	span, isInt, err := d.s.number()
+	if err != nil {
+		return err
+	}
+	n, ok := parseInt(span)
+	if !isInt || !ok {
+		return invalidf("time: must be an integer (Unix ms)")
+	}
+	d.env.Time = n
+	return nil
+}
+
+// payload checks the payload member is well-formed JSON and keeps its span of the frame.
+func (d *envelopeDecoder) payload() error {
+	if isNull, err := d.s.null(); isNull || err != nil {
+		return err // like every member, null is absent: Payload stays nil
+	}
+	start := d.s.i
+	if err := d.s.skip(); err != nil {
+		return err
+	}
+	d.env.Payload = d.s.b[start:d.s.i]
+	return nil
+}
+
+// text reads the string member envelopeKeys[k] (schema, packet_id, reply_to,
+// connector_channel_id or type), or null.
+func (d *envelopeDecoder) text(k int) error {
+	if isNull, err := d.s.null(); isNull || err != nil {
+		return err
+	}
+	if d.s.peek() != '"' {
+		return invalidf("%s: must be a string", envelopeKeys[k])
+	}
+	b, err := d.s.str(true)
+	if err != nil {
+		return err
+	}
+	switch k {
+	case envSchema:
+		d.env.Schema, d.hasSchema = intern(b), true // the common values cost no allocation
+	case envType:
+		d.env.Type = intern(b)
+	case envPacketID:
+		d.env.PacketID = string(b)
+		return checkPacketID("packet_id", d.env.PacketID)
+	case envReplyTo:
+		d.env.ReplyTo = string(b)
+		return checkPacketID("reply_to", d.env.ReplyTo)
+	case envChannelID:
+		d.env.ChannelID = string(b)
+	}
+	return nil
+}
+
+// complete checks the members every envelope needs once the whole frame is read: packet_id,
+// type and the supported schema.
+func (d *envelopeDecoder) complete() error {
 	switch {
-	case err != nil:
-		return env, err
-	case env.PacketID == "":
-		return env, invalidf("packet_id: required")
-	case env.Type == "":
-		return env, invalidf("type: required")
-	case !hasSchema:
-		return env, Errorf(CodeUnsupportedSchema, "schema: missing, want %s", Schema)
-	case env.Schema != Schema:
-		return env, Errorf(CodeUnsupportedSchema, "schema: %s is not supported, want %s", safeQuote(env.Schema), Schema)
+	case d.env.PacketID == "":
+		return invalidf("packet_id: required")
+	case d.env.Type == "":
+		return invalidf("type: required")
+	case !d.hasSchema:
+		return Errorf(CodeUnsupportedSchema, "schema: missing, want %s", Schema)
+	case d.env.Schema != Schema:
+		return Errorf(CodeUnsupportedSchema, "schema: %s is not supported, want %s", safeQuote(d.env.Schema), Schema)
 	}
-	return env, nil
+	return nil
 }
 
 // interned are the strings DecodeEnvelope returns without allocating.

@@ -44,8 +44,9 @@ const (
 	CodeRateLimited            = "rate_limited"
 )
 
-// goCodes lists every Code* constant; Load checks each against errors.json. A test parses this
-// package's source and fails if a Code* constant is missing here.
+// goCodes lists every Code* constant; Load checks each against errors.json. TestCodeConstantsInTable
+// parses this package's source and fails if a Code* constant is missing here, or if a row of
+// errors.json has no Code* constant.
 var goCodes = []string{
 	CodeInvalidPacket, CodeUnsupportedSchema, CodeChannelNotOpen, CodePacketTooLarge,
 	CodeMessageIDConflict, CodeFileNotFound, CodeDeltaSequenceGap, CodeDeltaSequenceConflict,
@@ -54,6 +55,7 @@ var goCodes = []string{
 	CodeInvalidChannelID, CodeInvalidDescriptor, CodeProfileNotSupported,
 	CodeTargetTypeNotSupported, CodeUnknownAdapter, CodeTargetConfigInvalid, CodeFileTooLarge, CodeFileDownloadFailed,
 	CodeNotFound, CodeMethodNotAllowed, CodeBadRequest, CodeToolNotSupported,
+	CodeInvalidArguments, CodeRateLimited, CodeExpired, CodeInvocationIDConflict,
 }
 
 // CodeInfo is one row of the error-code table (errors.json).

@@ -56,7 +56,8 @@ func codeConstants(t *testing.T) map[string]string {
 }
 
 // TestCodeConstantsInTable: every Code* constant is a row of errors.json and every row has a
-// constant, so a code can neither be used without being documented nor documented unused.
+// constant, so a code can neither be used without being documented nor documented unused; and
+// goCodes, the list Load checks against the table, names exactly the Code* constants.
 func TestCodeConstantsInTable(t *testing.T) {
 	consts := codeConstants(t)
 	if len(consts) < 26 {
@@ -77,6 +78,21 @@ func TestCodeConstantsInTable(t *testing.T) {
 	for _, info := range profile.Codes() {
 		if !values[info.Code] {
 			t.Errorf("errors.json code %s has no Code constant", info.Code)
+		}
+	}
+	listed := map[string]bool{}
+	for _, code := range profile.GoCodes() {
+		if listed[code] {
+			t.Errorf("goCodes lists %s twice", code)
+		}
+		listed[code] = true
+		if !values[code] {
+			t.Errorf("goCodes lists %s, which is no Code constant", code)
+		}
+	}
+	for name, code := range consts {
+		if !listed[code] {
+			t.Errorf("%s = %q is missing from goCodes (errors.go), so Load does not check it", name, code)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package profile
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -196,5 +198,30 @@ func TestLoadRejectsBadErrorTable(t *testing.T) {
 func TestCatalogRulesUsed(t *testing.T) {
 	if len(fieldChecks) != 2 || len(objectRules) != 4 {
 		t.Fatalf("rule registry changed: %d checks, %d rules; update doc.go", len(fieldChecks), len(objectRules))
+	}
+}
+
+// TestDocNamesTheData: the package doc (doc.go) names every embedded data file and every rule
+// implemented in Go, so what it says the data holds stays true as the data grows.
+func TestDocNamesTheData(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("*.json")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("embedded data files: %v %v", files, err)
+	}
+	names := files
+	for name := range fieldChecks {
+		names = append(names, name)
+	}
+	for name := range objectRules {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if !strings.Contains(string(doc), name) {
+			t.Errorf("doc.go does not name %s", name)
+		}
 	}
 }

@@ -25,6 +25,62 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, bf, err := parseBench(args, stderr)
+	if err != nil {
+		return err
+	}
+	if bf.plot != "" {
+		cfg.Sweep = load.DefaultSweep
+	}
+	cfg.Progress = stdout
+	stdout, stopProgress := startProgress(ctx, &cfg, stdout, stderr, bf.noProgress)
+	defer stopProgress() // on an early return; a second call returns at once
+	dir, removeDir, err := benchDataDir(bf.dataDir)
+	if err != nil {
+		return err
+	}
+	defer removeDir()
+	env, stop, where, err := startBenchNode(ctx, bf, dir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(stdout, "node: %s, %d partitions, edit interval %s, data %s\n", where, bf.partitions, bf.editInterval, dir)
+	if bf.cpuProfile != "" {
+		stopCPUProfile, err := startCPUProfile(bf.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopCPUProfile()
+	}
+	start := time.Now()
+	rep, err := load.Run(ctx, cfg, env)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%s(%d deltas, %d finals in %s)\n", rep, rep.Deltas, rep.Finals, time.Since(start).Round(time.Second))
+	if bf.plot != "" {
+		return writeBenchPlot(stdout, bf, rep)
+	}
+	return nil
+}
+
+// benchFlags are ximctl bench's flags about the node under test and the run's outputs (the
+// load's own are in load.Config).
+type benchFlags struct {
+	partitions   int
+	editInterval time.Duration
+	dataDir      string
+	workers      int
+	cpuProfile   string
+	bin          string
+	noProgress   bool
+	plot         string
+}
+
+// parseBench parses ximctl bench's arguments.
+func parseBench(args []string, stderr io.Writer) (load.Config, benchFlags, error) {
 	fs := flag.NewFlagSet("ximctl bench", flag.ContinueOnError)
 	cfg := load.DefaultConfig()
 	fs.IntVar(&cfg.Channels, "channels", cfg.Channels, "channels, each bound to the loopback webhook target")
@@ -37,99 +93,99 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.PacedDuration, "paced", cfg.PacedDuration, "length of each half-load phase")
 	fs.IntVar(&cfg.RawMessages, "raw", cfg.RawMessages, "messages of the raw JetStream baseline")
 	fs.IntVar(&cfg.Buffers, "buffers", cfg.Buffers, "delta buffers held open at once for the node's RSS (with -bin; 0: skip)")
-	partitions := fs.Int("partitions", node.Defaults().Store.Partitions, "XIM_PARTITIONS of the node under test")
-	editInterval := fs.Duration("edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
-	dataDir := fs.String("data", "", "data dir of the node under test (default: a fresh temporary dir)")
-	workers := fs.Int("workers", 0, "0: one all-in-one node; N: a NATS server, a gateway and N workers (in this process), sharing the partitions")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
-	bin := fs.String("bin", "", "run this ximd binary as the node under test, a separate all-in-one process, and report its CPU per packet (Linux); default: the node runs in this process")
-	noProgress := fs.Bool("no-progress", false, "no progress on stderr")
-	plot := fs.String("plot", "", "also offer "+sweepList()+" of the maximum rates (each -paced long) and draw achieved rate and p99 against offered load in this SVG file")
+	var bf benchFlags
+	fs.IntVar(&bf.partitions, "partitions", node.Defaults().Store.Partitions, "XIM_PARTITIONS of the node under test")
+	fs.DurationVar(&bf.editInterval, "edit-interval", 0, "XIM_EDIT_INTERVAL of the node under test")
+	fs.StringVar(&bf.dataDir, "data", "", "data dir of the node under test (default: a fresh temporary dir)")
+	fs.IntVar(&bf.workers, "workers", 0, "0: one all-in-one node; N: a NATS server, a gateway and N workers (in this process), sharing the partitions")
+	fs.StringVar(&bf.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (node, target and client) to this file")
+	fs.StringVar(&bf.bin, "bin", "", "run this ximd binary as the node under test, a separate all-in-one process, and report its CPU per packet (Linux); default: the node runs in this process")
+	fs.BoolVar(&bf.noProgress, "no-progress", false, "no progress on stderr")
+	fs.StringVar(&bf.plot, "plot", "", "also offer "+sweepList()+" of the maximum rates (each -paced long) and draw achieved rate and p99 against offered load in this SVG file")
 	setUsage(fs, stderr, "[flags]", "Load tool: drives deltas and finals through an in-process ximd; progress on stderr, figures on stdout.")
 	if err := parse(fs, args, stderr); err != nil {
-		return err
+		return cfg, bf, err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return errUsage
+		return cfg, bf, errUsage
 	}
-	if *plot != "" {
-		cfg.Sweep = load.DefaultSweep
+	return cfg, bf, nil
+}
+
+// startProgress shows the run's progress on stderr unless off. It returns where the figures
+// go (stdout, kept clear of the progress line) and the function that stops the view; calling
+// it again returns at once.
+func startProgress(ctx context.Context, cfg *load.Config, stdout, stderr io.Writer, off bool) (io.Writer, func()) {
+	if off {
+		return stdout, func() {}
 	}
-	cfg.Progress = stdout
-	stopProgress := func() {}
-	if !*noProgress {
-		v := newProgressView(stderr)
-		stdout = v.lines(stdout)
-		cfg.Progress, cfg.OnProgress = stdout, v.update
-		pctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); v.run(pctx) }()
-		stopProgress = func() { stop(); <-done }
-		defer stopProgress() // on an early return; a second call returns at once
+	v := newProgressView(stderr)
+	stdout = v.lines(stdout)
+	cfg.Progress, cfg.OnProgress = stdout, v.update
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); v.run(pctx) }()
+	return stdout, func() { stop(); <-done }
+}
+
+// benchDataDir is the data dir of the node under test: dir, or a fresh temporary one that the
+// returned function removes.
+func benchDataDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
 	}
-	dir := *dataDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "ximd-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	d, err := os.MkdirTemp("", "ximd-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// startBenchNode starts the node under test in dir: a separate ximd process (-bin) or nodes in
+// this process (-workers). It returns the load's environment, the function that stops the
+// node, and a description of where it runs.
+func startBenchNode(ctx context.Context, bf benchFlags, dir string) (load.Env, func(), string, error) {
+	where := topology(bf.workers)
+	switch {
+	case bf.bin != "" && bf.workers > 0:
+		return load.Env{}, nil, "", fmt.Errorf("ximctl bench: -bin runs one all-in-one process; -workers runs in this process")
+	case bf.bin != "":
+		env, stop, err := startBenchProcess(ctx, bf.bin, dir, bf.partitions, bf.editInterval)
+		return env, stop, "all-in-one process " + bf.bin, err
 	}
 	mutate := func(c *node.Config) {
-		c.Store.Partitions = *partitions
-		c.EditInterval = *editInterval
+		c.Store.Partitions = bf.partitions
+		c.EditInterval = bf.editInterval
 	}
-	var env load.Env
-	var stop func()
-	var err error
-	where := topology(*workers)
-	switch {
-	case *bin != "" && *workers > 0:
-		return fmt.Errorf("ximctl bench: -bin runs one all-in-one process; -workers runs in this process")
-	case *bin != "":
-		env, stop, err = startBenchProcess(ctx, *bin, dir, *partitions, *editInterval)
-		where = "all-in-one process " + *bin
-	default:
-		var n *testkit.Node
-		n, stop, err = startBenchNodes(ctx, dir, *workers, mutate)
-		env = load.Env{Node: n}
+	n, stop, err := startBenchNodes(ctx, dir, bf.workers, mutate)
+	return load.Env{Node: n}, stop, where, err
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
 	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeBenchPlot draws rep's sweep into the SVG file -plot names.
+func writeBenchPlot(stdout io.Writer, bf benchFlags, rep load.Report) error {
+	f, err := os.Create(bf.plot)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	fmt.Fprintf(stdout, "node: %s, %d partitions, edit interval %s, data %s\n", where, *partitions, *editInterval, dir)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	start := time.Now()
-	rep, err := load.Run(ctx, cfg, env)
-	stopProgress()
-	if err != nil {
+	title := fmt.Sprintf("ximd %s, %d partitions, %d CPUs, %s", topology(bf.workers), bf.partitions, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	if err := errors.Join(load.Plot(f, rep, title), f.Close()); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%s(%d deltas, %d finals in %s)\n", rep, rep.Deltas, rep.Finals, time.Since(start).Round(time.Second))
-	if *plot != "" {
-		f, err := os.Create(*plot)
-		if err != nil {
-			return err
-		}
-		title := fmt.Sprintf("ximd %s, %d partitions, %d CPUs, %s", topology(*workers), *partitions, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
-		if err := errors.Join(load.Plot(f, rep, title), f.Close()); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "plot: %s\n", *plot)
-	}
+	fmt.Fprintf(stdout, "plot: %s\n", bf.plot)
 	return nil
 }
 

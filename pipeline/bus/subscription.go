@@ -141,100 +141,116 @@ func (sb *subscription) run() {
 	progress := time.NewTicker(max(sb.ackWait/4, 10*time.Millisecond))
 	defer progress.Stop()
 
-	for {
-		if sb.closed(l) {
-			return
-		}
+	for !sb.closed(l) {
 		sb.maybePull(l)
 		sb.maybeAskInfo(l)
-
-		var (
-			outC        chan<- *message.Message
-			outMsg      *message.Message
-			d0, d1      = l.direct[0], l.direct[1]
-			ack0, nack0 <-chan struct{}
-			ack1, nack1 <-chan struct{}
-		)
-		if d0 != nil {
-			ack0, nack0 = d0.wm.Acked(), d0.wm.Nacked()
-		}
-		if d1 != nil {
-			ack1, nack1 = d1.wm.Acked(), d1.wm.Nacked()
-		}
-		if next := sb.next(l); next != nil {
-			if next.wm == nil {
-				sb.emit(next)
-			}
-			outC, outMsg = sb.out, next.wm
-		}
-
-		select {
-		case m, ok := <-l.batchCh:
-			if !ok {
-				sb.batchDone(l)
-				continue
-			}
-			if h := sb.accept(m); h != nil {
-				sb.add(l, h)
-			}
-
-		case outC <- outMsg:
-			sb.handedOut(l, outMsg)
-
-		case <-ack0:
-			l.direct[0] = nil
-			sb.settle(l, outcome{h: d0, acked: true})
-		case <-nack0:
-			l.direct[0] = nil
-			sb.settle(l, outcome{h: d0})
-		case <-ack1:
-			l.direct[1] = nil
-			sb.settle(l, outcome{h: d1, acked: true})
-		case <-nack1:
-			l.direct[1] = nil
-			sb.settle(l, outcome{h: d1})
-
-		case r := <-l.results:
-			sb.settle(l, r)
-
-		case ln := <-l.wake:
-			ln.waiting = false
-			sb.makeReady(l, ln)
-
-		case r := <-l.order.checks:
-			sb.checked(l, r)
-
-		case ln := <-l.order.recheck:
-			if ln.blocked {
-				ln.blocked = false
-				sb.makeReady(l, ln)
-			}
-
-		case r := <-l.order.infoC:
-			sb.answered(l, r)
-
-		case <-l.order.infoNext:
-			l.order.infoNext = nil
-
-		case <-l.pauseC:
-			l.pauseC = nil
-
-		case <-l.idleC:
-			l.idleC = nil
-
-		case now := <-progress.C:
-			sb.progress(l.all, now)
-			sb.pruneSettled(l, now)
-			sb.publishStats(l, now)
-
-		case <-l.ctxDone:
-			sb.startClosing(l)
-
-		case <-l.deadC:
-			sb.closeTimedOut(l)
+		if !sb.step(l, sb.nextTurn(l), progress.C) {
 			return
 		}
 	}
+}
+
+// turn is what one pass of the run loop offers and watches besides the loop's own channels:
+// the message offered to the handlers (outC is nil when there is none) and the Ack and Nack
+// channels of the messages in the direct slots (nil for an empty slot).
+type turn struct {
+	outC        chan<- *message.Message
+	outMsg      *message.Message
+	d0, d1      *held
+	ack0, nack0 <-chan struct{}
+	ack1, nack1 <-chan struct{}
+}
+
+// nextTurn prepares the next pass of the run loop: it makes the Watermill message of the next
+// delivery if there is one to offer, and picks up the direct slots.
+func (sb *subscription) nextTurn(l *loop) turn {
+	t := turn{d0: l.direct[0], d1: l.direct[1]}
+	if t.d0 != nil {
+		t.ack0, t.nack0 = t.d0.wm.Acked(), t.d0.wm.Nacked()
+	}
+	if t.d1 != nil {
+		t.ack1, t.nack1 = t.d1.wm.Acked(), t.d1.wm.Nacked()
+	}
+	if next := sb.next(l); next != nil {
+		if next.wm == nil {
+			sb.emit(next)
+		}
+		t.outC, t.outMsg = sb.out, next.wm
+	}
+	return t
+}
+
+// step waits for the next event of the loop (a fetched message, a handler taking or settling a
+// message, a timer, the end of the context) and handles it. It reports false when run must
+// return: the close deadline passed.
+func (sb *subscription) step(l *loop, t turn, tick <-chan time.Time) bool {
+	select {
+	case m, ok := <-l.batchCh:
+		if !ok {
+			sb.batchDone(l)
+			return true
+		}
+		if h := sb.accept(m); h != nil {
+			sb.add(l, h)
+		}
+
+	case t.outC <- t.outMsg:
+		sb.handedOut(l, t.outMsg)
+
+	case <-t.ack0:
+		l.direct[0] = nil
+		sb.settle(l, outcome{h: t.d0, acked: true})
+	case <-t.nack0:
+		l.direct[0] = nil
+		sb.settle(l, outcome{h: t.d0})
+	case <-t.ack1:
+		l.direct[1] = nil
+		sb.settle(l, outcome{h: t.d1, acked: true})
+	case <-t.nack1:
+		l.direct[1] = nil
+		sb.settle(l, outcome{h: t.d1})
+
+	case r := <-l.results:
+		sb.settle(l, r)
+
+	case ln := <-l.wake:
+		ln.waiting = false
+		sb.makeReady(l, ln)
+
+	case r := <-l.order.checks:
+		sb.checked(l, r)
+
+	case ln := <-l.order.recheck:
+		if ln.blocked {
+			ln.blocked = false
+			sb.makeReady(l, ln)
+		}
+
+	case r := <-l.order.infoC:
+		sb.answered(l, r)
+
+	case <-l.order.infoNext:
+		l.order.infoNext = nil
+
+	case <-l.pauseC:
+		l.pauseC = nil
+
+	case <-l.idleC:
+		l.idleC = nil
+
+	case now := <-tick:
+		sb.progress(l.all, now)
+		sb.pruneSettled(l, now)
+		sb.publishStats(l, now)
+
+	case <-l.ctxDone:
+		sb.startClosing(l)
+
+	case <-l.deadC:
+		sb.closeTimedOut(l)
+		return false
+	}
+	return true
 }
 
 // newLoop is the state of a new run.

@@ -131,72 +131,109 @@ func Defaults() Config {
 func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	c := Defaults()
 	c.Role = role
-	var errs []error
-	str := func(name string, dst *string) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			*dst = v
+	e := &envReader{getenv: getenv}
+	e.readProcess(&c)
+	e.readStages(&c)
+	e.readFiles(&c)
+	e.readEdge(&c)
+	e.readStore(&c.Store)
+	e.derive(&c)
+	e.errs = append(e.errs, c.Validate())
+	return c, errors.Join(e.errs...)
+}
+
+// envReader reads XIM_* variables through getenv into a Config, collecting every bad value.
+// A variable that is unset or blank leaves the default.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// value returns the value of the variable name, trimmed.
+func (e *envReader) value(name string) string { return strings.TrimSpace(e.getenv(name)) }
+
+// str reads a string.
+func (e *envReader) str(name string, dst *string) {
+	if v := e.value(name); v != "" {
+		*dst = v
+	}
+}
+
+// dur reads a non-negative Go duration.
+func (e *envReader) dur(name string, dst *time.Duration) {
+	if v := e.value(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: want a Go duration like 250ms or 24h", name, v))
+			return
 		}
+		*dst = d
 	}
-	dur := func(name string, dst *time.Duration) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				errs = append(errs, fmt.Errorf("%s=%q: want a Go duration like 250ms or 24h", name, v))
-				return
-			}
-			*dst = d
+}
+
+// i64 reads a count or a byte size (see parseBytes).
+func (e *envReader) i64(name string, dst *int64) {
+	if v := e.value(name); v != "" {
+		n, err := parseBytes(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: %v", name, v, err))
+			return
 		}
+		*dst = n
 	}
-	i64 := func(name string, dst *int64) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			n, err := parseBytes(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
-				return
-			}
-			*dst = n
+}
+
+// num is i64 into an int.
+func (e *envReader) num(name string, dst *int) {
+	var n int64 = int64(*dst)
+	e.i64(name, &n)
+	*dst = int(n)
+}
+
+// port reads a TCP port (0 to disable, -1 for any free port) and records that it was set.
+func (e *envReader) port(name string, dst *int, set *bool) {
+	if v := e.value(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 || n > 65535 {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
+			return
 		}
+		*dst, *set = n, true
 	}
-	num := func(name string, dst *int) {
-		var n int64 = int64(*dst)
-		i64(name, &n)
-		*dst = int(n)
-	}
-	str("XIM_HTTP_ADDR", &c.HTTPAddr)
-	str("XIM_DATA_DIR", &c.DataDir)
-	str("XIM_NATS_URL", &c.NATSURL)
-	str("XIM_NATS_CREDS", &c.NATSCreds)
-	str("XIM_NATS_CA", &c.NATSCA)
-	c.AgentToken = getenv("XIM_AGENT_TOKEN")
-	str("XIM_PUBLIC_URL", &c.PublicURL)
-	str("XIM_PPROF_ADDR", &c.PprofAddr)
-	str("XIM_LOG_LEVEL", &c.LogLevel)
-	str("XIM_LOG_FORMAT", &c.LogFormat)
-	str("XIM_INSTANCE", &c.Instance)
-	port := func(name string, dst *int, set *bool) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < -1 || n > 65535 {
-				errs = append(errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
-				return
-			}
-			*dst, *set = n, true
-		}
-	}
-	port("XIM_NATS_PORT", &c.NATSPort, &c.NATSPortSet)
-	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort, &c.NATSMonitorPortSet)
-	if strings.TrimSpace(getenv("XIM_NATS_SYNC_INTERVAL")) == "always" {
+}
+
+// readProcess reads the process's addresses, identity, logging and NATS connection or
+// embedded server.
+func (e *envReader) readProcess(c *Config) {
+	e.str("XIM_HTTP_ADDR", &c.HTTPAddr)
+	e.str("XIM_DATA_DIR", &c.DataDir)
+	e.str("XIM_NATS_URL", &c.NATSURL)
+	e.str("XIM_NATS_CREDS", &c.NATSCreds)
+	e.str("XIM_NATS_CA", &c.NATSCA)
+	c.AgentToken = e.getenv("XIM_AGENT_TOKEN")
+	e.str("XIM_PUBLIC_URL", &c.PublicURL)
+	e.str("XIM_PPROF_ADDR", &c.PprofAddr)
+	e.str("XIM_LOG_LEVEL", &c.LogLevel)
+	e.str("XIM_LOG_FORMAT", &c.LogFormat)
+	e.str("XIM_INSTANCE", &c.Instance)
+	e.port("XIM_NATS_PORT", &c.NATSPort, &c.NATSPortSet)
+	e.port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort, &c.NATSMonitorPortSet)
+	if e.value("XIM_NATS_SYNC_INTERVAL") == "always" {
 		c.NATSSyncAlways = true
 	} else {
-		dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
+		e.dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
 	}
-	dur("XIM_EDIT_INTERVAL", &c.EditInterval)
-	dur("XIM_ACTIVITY_TIMEOUT", &c.ActivityTimeout)
-	dur("XIM_DELTA_TTL", &c.DeltaTTL)
-	num("XIM_MAX_DELTA_BUFFERS", &c.MaxDeltaBuffers)
-	num("XIM_MAX_DELTA_BYTES", &c.MaxDeltaBytes)
-	dur("XIM_TARGET_RETRY_BUDGET", &c.TargetRetryBudget)
-	if v := strings.TrimSpace(getenv("XIM_STAGES")); v != "" {
+}
+
+// readStages reads the worker stages' settings and the stages this process runs.
+func (e *envReader) readStages(c *Config) {
+	e.dur("XIM_EDIT_INTERVAL", &c.EditInterval)
+	e.dur("XIM_ACTIVITY_TIMEOUT", &c.ActivityTimeout)
+	e.dur("XIM_DELTA_TTL", &c.DeltaTTL)
+	e.num("XIM_MAX_DELTA_BUFFERS", &c.MaxDeltaBuffers)
+	e.num("XIM_MAX_DELTA_BYTES", &c.MaxDeltaBytes)
+	e.dur("XIM_TARGET_RETRY_BUDGET", &c.TargetRetryBudget)
+	if v := e.value("XIM_STAGES"); v != "" {
 		c.Stages = nil
 		for _, st := range strings.Split(v, ",") {
 			if st = strings.TrimSpace(st); st != "" && !slices.Contains(c.Stages, st) {
@@ -204,50 +241,65 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	num("XIM_MAX_LANES", &c.MaxLanes)
-	dur("XIM_TARGET_TIMEOUT", &c.TargetTimeout)
-	i64("XIM_MAX_PACKET_BYTES", &c.MaxPacketBytes)
-	dur("XIM_FILE_TTL", &c.FileTTL)
-	i64("XIM_MAX_FILE_BYTES", &c.MaxFileBytes)
-	i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
-	dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
-	dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
-	switch v := strings.TrimSpace(getenv("XIM_DOWNLOAD_ALLOW_PRIVATE")); v {
+	e.num("XIM_MAX_LANES", &c.MaxLanes)
+	e.dur("XIM_TARGET_TIMEOUT", &c.TargetTimeout)
+	e.i64("XIM_MAX_PACKET_BYTES", &c.MaxPacketBytes)
+}
+
+// readFiles reads the file store's and the file downloads' settings.
+func (e *envReader) readFiles(c *Config) {
+	e.dur("XIM_FILE_TTL", &c.FileTTL)
+	e.i64("XIM_MAX_FILE_BYTES", &c.MaxFileBytes)
+	e.i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
+	e.dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
+	e.dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
+	switch v := e.value("XIM_DOWNLOAD_ALLOW_PRIVATE"); v {
 	case "", "0", "false":
 	case "1", "true":
 		c.DownloadAllowPrivate = true
 	default:
-		errs = append(errs, fmt.Errorf("XIM_DOWNLOAD_ALLOW_PRIVATE=%q: 1 or 0", v))
+		e.errs = append(e.errs, fmt.Errorf("XIM_DOWNLOAD_ALLOW_PRIVATE=%q: 1 or 0", v))
 	}
-	dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
-	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
-	num("XIM_MAX_CONNECTIONS", &c.MaxConnections)
-	num("XIM_MAX_INBOUND_REQUESTS", &c.MaxInbound)
-	dur("XIM_BODY_TIMEOUT", &c.BodyTimeout)
-	num("XIM_WEBCHAT_MAX_STREAMS", &c.WebchatMaxStreams)
-	num("XIM_WEBCHAT_MESSAGES_PER_MINUTE", &c.WebchatMessagesPerMinute)
-	i64("XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR", &c.WebchatUploadBytesPerHour)
-	dur("XIM_UPLOAD_TIMEOUT", &c.UploadTimeout)
-	dur("XIM_OUTBOUND_MAX_AGE", &c.Store.OutboundMaxAge)
-	num("XIM_PARTITIONS", &c.Store.Partitions)
-	num("XIM_REPLICAS", &c.Store.Replicas)
-	dur("XIM_COMPLETED_TTL", &c.Store.CompletedTTL)
-	i64("XIM_COMPLETED_MAX_BYTES", &c.Store.CompletedMaxBytes)
-	dur("XIM_IN_MAX_AGE", &c.Store.InMaxAge)
-	i64("XIM_IN_MAX_BYTES", &c.Store.InMaxBytes)
+}
+
+// readEdge reads the edge's timeouts and limits, the webchat quotas included.
+func (e *envReader) readEdge(c *Config) {
+	e.dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
+	e.dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
+	e.num("XIM_MAX_CONNECTIONS", &c.MaxConnections)
+	e.num("XIM_MAX_INBOUND_REQUESTS", &c.MaxInbound)
+	e.dur("XIM_BODY_TIMEOUT", &c.BodyTimeout)
+	e.num("XIM_WEBCHAT_MAX_STREAMS", &c.WebchatMaxStreams)
+	e.num("XIM_WEBCHAT_MESSAGES_PER_MINUTE", &c.WebchatMessagesPerMinute)
+	e.i64("XIM_WEBCHAT_UPLOAD_BYTES_PER_HOUR", &c.WebchatUploadBytesPerHour)
+	e.dur("XIM_UPLOAD_TIMEOUT", &c.UploadTimeout)
+}
+
+// readStore reads the streams' and buckets' limits.
+func (e *envReader) readStore(s *pipeline.StoreConfig) {
+	e.dur("XIM_OUTBOUND_MAX_AGE", &s.OutboundMaxAge)
+	e.num("XIM_PARTITIONS", &s.Partitions)
+	e.num("XIM_REPLICAS", &s.Replicas)
+	e.dur("XIM_COMPLETED_TTL", &s.CompletedTTL)
+	e.i64("XIM_COMPLETED_MAX_BYTES", &s.CompletedMaxBytes)
+	e.dur("XIM_IN_MAX_AGE", &s.InMaxAge)
+	e.i64("XIM_IN_MAX_BYTES", &s.InMaxBytes)
+}
+
+// derive fills what follows from other settings: the public URL (default: the HTTP address,
+// no trailing slash) and the profiler's host (default: loopback).
+func (e *envReader) derive(c *Config) {
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.HTTPAddr
 	}
 	if c.PprofAddr != "" {
 		if host, port, err := net.SplitHostPort(c.PprofAddr); err != nil {
-			errs = append(errs, fmt.Errorf("XIM_PPROF_ADDR %q: want host:port or :port", c.PprofAddr))
+			e.errs = append(e.errs, fmt.Errorf("XIM_PPROF_ADDR %q: want host:port or :port", c.PprofAddr))
 		} else if host == "" {
 			c.PprofAddr = net.JoinHostPort("127.0.0.1", port) // loopback unless a host is named
 		}
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	errs = append(errs, c.Validate())
-	return c, errors.Join(errs...)
 }
 
 // Validate reports every inconsistent setting at once.

@@ -48,65 +48,106 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 		writeError(w, http.StatusServiceUnavailable, profile.CodeUnavailable, "gateway shutting down")
 		return
 	}
+	items, ok := h.openItems(ctx, w, ch.ID, filter, r.Header.Get("Last-Event-ID"))
+	if !ok {
+		return
+	}
+	defer items.stop()
+	s := &pageStream{w: w, flusher: flusher, items: items}
+	s.start()
+	// The link stays valid only while the channel is open with this secret: a DELETE or a new
+	// secret ends the stream within RevokeCheck.
+	h.serve(ctx, s, ch.ID, pageKey(r))
+}
+
+// itemFeed is an open event stream's source: the channel's items in stream order, from an
+// ordered consumer.
+type itemFeed struct {
+	msgs    chan jetstream.Msg // closed when the consumer ends or the stream's context does
+	stop    func()             // stops the consumer
+	pending uint64             // items written before the feed opened: the history replayed first
+	resumed bool               // the page sent Last-Event-ID: it gets what changed after it, whole
+}
+
+// openItems opens the feed of filter's items, after lastEventID when it is a stream sequence
+// (a reconnecting page's Last-Event-ID). When the webchat store is unavailable it answers w
+// with 503 and reports false.
+func (h *Handler) openItems(ctx context.Context, w http.ResponseWriter, channel, filter, lastEventID string) (*itemFeed, bool) {
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	resumed := false
-	if last, err := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64); err == nil && last > 0 {
-		occ.DeliverPolicy, occ.OptStartSeq, resumed = jetstream.DeliverByStartSequencePolicy, last+1, true
+	feed := &itemFeed{msgs: make(chan jetstream.Msg, 64)}
+	if last, err := strconv.ParseUint(lastEventID, 10, 64); err == nil && last > 0 {
+		occ.DeliverPolicy, occ.OptStartSeq, feed.resumed = jetstream.DeliverByStartSequencePolicy, last+1, true
 	}
 	js := h.store.JetStream()
 	cons, err := js.OrderedConsumer(ctx, subjects.StreamWebchat, occ)
 	if err != nil {
-		h.logger.Warn("webchat_events_failed", "channel", ch.ID, "err", err)
+		h.logger.Warn("webchat_events_failed", "channel", channel, "err", err)
 		writeError(w, http.StatusServiceUnavailable, profile.CodeUnavailable, "webchat store unavailable")
-		return
+		return nil, false
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, profile.CodeUnavailable, "webchat store unavailable")
-		return
+		return nil, false
 	}
-	pending := info.NumPending
-
-	msgs := make(chan jetstream.Msg, 64)
+	feed.pending = info.NumPending
 	it, err := cons.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, profile.CodeUnavailable, "webchat store unavailable")
-		return
+		return nil, false
 	}
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	defer it.Stop()
+	go pump(ctx, it, feed.msgs)
+	feed.stop = it.Stop
+	return feed, true
+}
 
-	hd := w.Header()
+// pump moves the consumer's messages to msgs until it or ctx ends, then closes msgs.
+func pump(ctx context.Context, it jetstream.MessagesContext, msgs chan<- jetstream.Msg) {
+	defer close(msgs)
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return
+		}
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pageStream is the writing side of an open event stream.
+type pageStream struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	items   *itemFeed
+	// ready: the history is replayed and `event: ready` sent; items are live from here on.
+	ready bool
+}
+
+// start answers the request with the event-stream headers and the client's retry interval, and
+// sends `event: ready` at once when there is no history to replay.
+func (s *pageStream) start() {
+	hd := s.w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprint(w, "retry: 2000\n\n")
-	ready := false
-	if pending == 0 {
-		ready = true
-		_, _ = fmt.Fprint(w, "event: ready\ndata: {}\n\n")
+	s.w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(s.w, "retry: 2000\n\n")
+	if s.items.pending == 0 {
+		s.ready = true
+		_, _ = fmt.Fprint(s.w, "event: ready\ndata: {}\n\n")
 	}
-	flusher.Flush()
+	s.flusher.Flush()
+}
 
+// serve writes the stream's items as they come, with a keep-alive comment every Heartbeat,
+// until the request or the gateway ends, the feed ends, a write fails, or the page's link (its
+// secret key) is no longer valid for channel, checked every RevokeCheck.
+func (h *Handler) serve(ctx context.Context, s *pageStream, channel, key string) {
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
 	defer heartbeat.Stop()
-	// The link stays valid only while the channel is open with this secret: a DELETE or a new
-	// secret ends the stream within RevokeCheck.
-	key := pageKey(r)
 	revoke := time.NewTicker(RevokeCheck)
 	defer revoke.Stop()
 	for {
@@ -114,40 +155,46 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 		case <-ctx.Done():
 			return
 		case <-revoke.C:
-			if _, valid, err := h.valid(ctx, ch.ID, key); err == nil && !valid {
-				_, _ = fmt.Fprint(w, "event: revoked\ndata: {}\n\n")
-				flusher.Flush()
-				h.logger.Info("webchat_stream_revoked", "channel", ch.ID)
+			if _, valid, err := h.valid(ctx, channel, key); err == nil && !valid {
+				_, _ = fmt.Fprint(s.w, "event: revoked\ndata: {}\n\n")
+				s.flusher.Flush()
+				h.logger.Info("webchat_stream_revoked", "channel", channel)
 				return
 			}
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
 				return
 			}
-			flusher.Flush()
-		case m, ok := <-msgs:
-			if !ok {
+			s.flusher.Flush()
+		case m, ok := <-s.items.msgs:
+			if !ok || !h.item(s, m) {
 				return
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			replay := !ready
-			if h.show(m.Data(), md, replay, resumed) {
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: item\ndata: %s\n\n", md.Sequence.Stream, m.Data()); err != nil {
-					return
-				}
-			}
-			if !ready && md.NumPending == 0 {
-				ready = true
-				_, _ = fmt.Fprint(w, "event: ready\ndata: {}\n\n")
-			}
-			if ready || len(msgs) == 0 {
-				flusher.Flush()
 			}
 		}
 	}
+}
+
+// item writes one item m as an `event: item` (unless show holds a replayed one back) and
+// `event: ready` after the last of the history. It reports false when the write failed.
+func (h *Handler) item(s *pageStream, m jetstream.Msg) bool {
+	md, err := m.Metadata()
+	if err != nil {
+		return true
+	}
+	replay := !s.ready
+	if h.show(m.Data(), md, replay, s.items.resumed) {
+		if _, err := fmt.Fprintf(s.w, "id: %d\nevent: item\ndata: %s\n\n", md.Sequence.Stream, m.Data()); err != nil {
+			return false
+		}
+	}
+	if !s.ready && md.NumPending == 0 {
+		s.ready = true
+		_, _ = fmt.Fprint(s.w, "event: ready\ndata: {}\n\n")
+	}
+	if s.ready || len(s.items.msgs) == 0 {
+		s.flusher.Flush()
+	}
+	return true
 }
 
 // show decides whether a replayed item is sent: of the history only the last HistoryLimit
