@@ -149,7 +149,7 @@ func startBenchNode(ctx context.Context, bf benchFlags, dir string) (load.Env, f
 	where := topology(bf.workers)
 	switch {
 	case bf.bin != "" && bf.workers > 0:
-		return load.Env{}, nil, "", fmt.Errorf("ximctl bench: -bin runs one all-in-one process; -workers runs in this process")
+		return load.Env{}, nil, "", errors.New("-bin runs one all-in-one process; -workers runs in this process")
 	case bf.bin != "":
 		env, stop, err := startBenchProcess(ctx, bf.bin, dir, bf.partitions, bf.editInterval)
 		return env, stop, "all-in-one process " + bf.bin, err
