@@ -79,16 +79,17 @@ func NoConfig(raw json.RawMessage) bool {
 
 // DecodeConfig decodes a channel's target.config into w, a pointer to a struct whose fields are
 // named by their json tags (a field without a tag by its Go name; "-" skips it). The config must
-// be one JSON object; its keys must match a field exactly (case included), and a key no field
-// has is refused. A null value leaves its field as it is. A field of struct type (or pointer to
-// one) is a nested object decoded the same way, its fields named "<field>.<name>"; embedded
-// structs are not flattened. Every other field is decoded by encoding/json.
+// be one JSON object. A key matches the field named so, or else (as with encoding/json) one whose
+// name differs only in case; a key no field has is refused. A null value leaves its field as it
+// is. A field of struct type (or pointer to one) is a nested object decoded the same way, its
+// fields named "<field>.<name>"; embedded structs are not flattened. Every other field is decoded
+// by encoding/json.
 //
 // Every error is a *[ConfigError]: the config missing ("target.config: required"), not one
-// object ("target.config: must be a JSON object"), the first unknown key in sorted order
-// ("target.config.<key>: unknown field"), or the first field, in declaration order, whose value
-// is of the wrong type ("target.config.<name>: must be <want>", want being the field's `want`
-// tag, or "true or false" for a bool, or "a <Go type>": "a string", "a int").
+// object ("target.config: must be a JSON object"), or the first member, in the order they come,
+// that is refused: an unknown key ("target.config.<key>: unknown field") or a value of the wrong
+// type ("target.config.<name>: must be <want>", want being the field's `want` tag, or "true or
+// false" for a bool, or "a <Go type>": "a string", "a int").
 func DecodeConfig(raw json.RawMessage, w any) error {
 	if NoConfig(raw) {
 		return &ConfigError{Kind: ConfigRequired, Problem: "required"}
@@ -100,41 +101,29 @@ func DecodeConfig(raw json.RawMessage, w any) error {
 	return decodeObject("", raw, rv.Elem())
 }
 
-// configField is one field of a config struct: its key and where it goes.
+// configField is one field of a config struct: where it goes and what it takes.
 type configField struct {
-	key   string
 	index int
 	want  string
 }
 
-// decodeObject decodes the JSON object raw into the struct v, the field at path.
+// decodeObject decodes the JSON object raw into the struct v, the field at path, member by
+// member in the order they come; the first refusal ends it.
 func decodeObject(path string, raw json.RawMessage, v reflect.Value) error {
-	values, err := objectMembers(raw)
+	members, err := objectMembers(raw)
 	if err != nil {
 		return &ConfigError{Kind: ConfigNotObject, Field: path, Want: "a JSON object", Problem: "must be a JSON object"}
 	}
 	fields := structFields(v.Type())
-	known := make(map[string]bool, len(fields))
-	for _, f := range fields {
-		known[f.key] = true
-	}
-	var unknown []string
-	for k := range values {
-		if !known[k] {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return &ConfigError{Kind: ConfigUnknownField, Field: join(path, unknown[0]),
-			Want: knownKeys(fields), Problem: "unknown field"}
-	}
-	for _, f := range fields {
-		val, ok := values[f.key]
-		if !ok || bytes.Equal(val, []byte("null")) {
+	for _, m := range members {
+		f, ok := lookupField(fields, m.key)
+		switch {
+		case !ok:
+			return &ConfigError{Kind: ConfigUnknownField, Field: join(path, m.key), Want: knownKeys(v.Type()), Problem: "unknown field"}
+		case bytes.Equal(m.value, []byte("null")):
 			continue
 		}
-		if err := decodeField(join(path, f.key), val, v.Field(f.index), f.want); err != nil {
+		if err := decodeField(join(path, m.key), m.value, v.Field(f.index), f.want); err != nil {
 			return err
 		}
 	}
@@ -158,14 +147,21 @@ func decodeField(path string, val json.RawMessage, dst reflect.Value, want strin
 	return nil
 }
 
-// objectMembers splits one JSON object into its members, walking its tokens: anything else (an
-// array, a scalar, bad JSON, data after the object) is an error.
-func objectMembers(raw json.RawMessage) (map[string]json.RawMessage, error) {
+// member is one key and value of a JSON object.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers splits one JSON object into its members, in order, walking its tokens: anything
+// else (an array, a scalar, bad JSON, data after the object) is an error. A repeated key is
+// there twice: the last one counts, as with encoding/json.
+func objectMembers(raw json.RawMessage) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, errNotObject
 	}
-	values := map[string]json.RawMessage{}
+	var members []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -176,7 +172,7 @@ func objectMembers(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		if err := dec.Decode(&val); err != nil {
 			return nil, errNotObject
 		}
-		values[key] = val // a repeated key: the last one counts, as with encoding/json
+		members = append(members, member{key: key, value: val})
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
 		return nil, errNotObject
@@ -184,14 +180,14 @@ func objectMembers(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errNotObject
 	}
-	return values, nil
+	return members, nil
 }
 
 var errNotObject = errors.New("not one JSON object")
 
-// structFields lists the decodable fields of the struct type t, in declaration order.
-func structFields(t reflect.Type) []configField {
-	var fields []configField
+// structFields maps the keys of the struct type t to its decodable fields.
+func structFields(t reflect.Type) map[string]configField {
+	fields := map[string]configField{}
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		if !sf.IsExported() {
@@ -208,9 +204,24 @@ func structFields(t reflect.Type) []configField {
 		if want == "" {
 			want = wantOf(sf.Type)
 		}
-		fields = append(fields, configField{key: key, index: i, want: want})
+		fields[key] = configField{index: i, want: want}
 	}
 	return fields
+}
+
+// lookupField finds the field of key: the one named exactly so, or else one whose name differs
+// only in case, as encoding/json matches keys (so a config bound before keeps opening).
+func lookupField(fields map[string]configField, key string) (configField, bool) {
+	if f, ok := fields[key]; ok {
+		return f, true
+	}
+	found := configField{index: -1}
+	for name, f := range fields {
+		if strings.EqualFold(name, key) && (found.index < 0 || f.index < found.index) {
+			found = f // of two such fields, the first declared, whatever the map's order
+		}
+	}
+	return found, found.index >= 0
 }
 
 // wantOf describes what a field of type t takes, for "must be <want>".
@@ -235,11 +246,16 @@ func isNested(t reflect.Type) bool {
 	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
-// knownKeys lists the keys of fields, quoted: `"a", "b"`.
-func knownKeys(fields []configField) string {
-	keys := make([]string, len(fields))
-	for i, f := range fields {
-		keys[i] = `"` + f.key + `"`
+// knownKeys lists the keys of the struct type t in declaration order, quoted: `"a", "b"`.
+func knownKeys(t reflect.Type) string {
+	fields := structFields(t)
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return fields[keys[i]].index < fields[keys[j]].index })
+	for i, k := range keys {
+		keys[i] = `"` + k + `"`
 	}
 	return strings.Join(keys, ", ")
 }
