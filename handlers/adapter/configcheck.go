@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,20 +12,43 @@ import (
 const PathSafe = " /?#"
 
 // ConfigCheck checks a decoded config's fields one by one and keeps the first refusal, so an
-// adapter's parse function declares its fields and checks in order and asks [ConfigCheck.Err]
-// once at the end. Each check returns the field's value (its default filled in); after a
+// adapter's parse function declares its fields and checks in order and asks for the outcome
+// once at the end ([Checked] or [ConfigCheck.Err]). Each check returns the field's value (its default filled in); after a
 // refusal the checks still return values but record nothing. The zero value is ready to use.
 //
-//	var ck adapter.ConfigCheck
+//	var w wireConfig
+//	ck := adapter.CheckConfig(raw, &w)
+//	c := &config{}
 //	c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id, like oc_…")
 //	c.streaming = ck.Enum("streaming", w.Streaming, "card", "card", adapter.StreamingNone)
 //	c.firstWords = ck.Int("first_preview_words", w.FirstWords, 3, 0, 100)
-//	if err := ck.Err(); err != nil {
-//		return nil, err
-//	}
+//	return adapter.Checked(c, ck)
 type ConfigCheck struct {
 	err *ConfigError
 }
+
+// CheckConfig decodes raw into w with [DecodeConfig] and starts the checks of its fields: a
+// refusal of the decoder is the check's first, and the checks that follow record nothing.
+func CheckConfig(raw json.RawMessage, w any) *ConfigCheck {
+	ck := &ConfigCheck{}
+	if err := DecodeConfig(raw, w); err != nil {
+		ck.err = err.(*ConfigError) // DecodeConfig returns no other error
+	}
+	return ck
+}
+
+// Checked is (v, nil) when ck refused nothing, else (the zero T, the refusal): the end of an
+// adapter's parse function.
+func Checked[T any](v T, ck *ConfigCheck) (T, error) {
+	if err := ck.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// Refusal is the first refusal, or nil.
+func (ck *ConfigCheck) Refusal() *ConfigError { return ck.err }
 
 // Err is the first refusal, a *[ConfigError], or nil.
 func (ck *ConfigCheck) Err() error {

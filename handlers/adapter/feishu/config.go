@@ -58,10 +58,7 @@ type publicConfig struct {
 // invalid_descriptor naming the field; none contains a secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	var ck adapter.ConfigCheck
+	ck := adapter.CheckConfig(raw, &w)
 	c := &config{verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}
 	c.appID = ck.ID("app_id", w.AppID, adapter.PathSafe, "required: the app's App ID, like cli_a1b2c3…")
 	c.appSecret = ck.Required("app_secret", w.AppSecret, "required: the app's App Secret")
@@ -72,10 +69,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		ck.Fail("activity", `"none"`, `must be "none": Feishu has no typing indicator for bots`)
 	}
 	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
-	if err := ck.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 // events reports whether the channel takes Feishu's event calls: they are checked with the

@@ -49,10 +49,7 @@ type publicConfig struct {
 // invalid_descriptor naming the field; none contains the token.
 func parseConfig(raw json.RawMessage) (*config, error) {
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	var ck adapter.ConfigCheck
+	ck := adapter.CheckConfig(raw, &w)
 	c := &config{roomID: w.RoomID}
 	c.homeserver = ck.BaseURL("homeserver", w.Homeserver, "")
 	c.accessToken = ck.Required("access_token", w.AccessToken, "required")
@@ -62,10 +59,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	c.streaming = ck.Enum("streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
 	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
 	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
-	if err := ck.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 func (c *config) public() publicConfig {

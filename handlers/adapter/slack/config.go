@@ -60,10 +60,7 @@ type publicConfig struct {
 // invalid_descriptor naming the field; none contains a token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	var ck adapter.ConfigCheck
+	ck := adapter.CheckConfig(raw, &w)
 	c := &config{botToken: w.BotToken, threadTS: w.ThreadTS, appToken: w.AppToken, signingSecret: w.SigningSecret}
 	if !strings.HasPrefix(c.botToken, "xoxb-") {
 		ck.Fail("bot_token", "a bot token, xoxb-…", "required: the app's bot token, xoxb-…")
@@ -83,10 +80,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		ck.Fail("activity", `"none" without thread_ts`, `"status" needs thread_ts: Slack shows an assistant status in a thread`)
 	}
 	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
-	if err := ck.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 // inbound names how the channel's messages come: "socket_mode", "events_api", or "none".

@@ -73,10 +73,7 @@ type publicConfig struct {
 // invalid_descriptor naming the field; none contains the token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	var ck adapter.ConfigCheck
+	ck := adapter.CheckConfig(raw, &w)
 	c := &config{token: w.Token, webhookSecret: w.WebhookSecret}
 	if !validToken(c.token) {
 		ck.Fail("token", "a bot token, <bot id>:<secret>", "required: the bot token from @BotFather, like 123456:ABC-DEF…")
@@ -114,10 +111,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	if editsPerMinute == nil && c.private() {
 		c.editsPerMinute = DefaultPrivateEditsPerMinute
 	}
-	if err := ck.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 // validToken: a bot token is "<bot id>:<secret>", the id a number, nothing that breaks a URL

@@ -2,7 +2,6 @@ package webchat
 
 import (
 	"encoding/json"
-	"errors"
 	"unicode/utf8"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -57,14 +56,10 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		return Config{Title: DefaultTitle}, nil
 	}
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		var ce *adapter.ConfigError
-		if errors.As(err, &ce) && ce.Kind == adapter.ConfigUnknownField {
-			ce.Problem = `unknown field (known: "title", "secret")` // the channel key is ximd's own
-		}
-		return Config{}, err
+	ck := adapter.CheckConfig(raw, &w)
+	if ce := ck.Refusal(); ce != nil && ce.Kind == adapter.ConfigUnknownField {
+		ce.Problem = `unknown field (known: "title", "secret")` // the channel key is ximd's own
 	}
-	var ck adapter.ConfigCheck
 	c := Config{Title: DefaultTitle, Secret: w.Secret, Channel: w.Channel}
 	if len(w.Title) > MaxTitleBytes || !utf8.ValidString(w.Title) {
 		ck.Fail("title", "UTF-8 of at most 200 bytes", "must be valid UTF-8 of at most 200 bytes")
@@ -78,10 +73,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	if c.Channel != "" && !profile.ValidChannelID(c.Channel) {
 		ck.Fail(ChannelKey, "a channel id", "must be a channel id")
 	}
-	if err := ck.Err(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 func (c Config) public() publicConfig {

@@ -83,28 +83,22 @@ type wireConfig struct {
 // contains the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
 	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	var ck adapter.ConfigCheck
+	ck := adapter.CheckConfig(raw, &w)
 	c := &config{dedupe: w.Dedupe, lookup: w.Lookup, fileHosts: w.FileHosts}
-	c.url = targetURL(&ck, ck.Present("url", w.URL))
+	c.url = targetURL(ck, ck.Present("url", w.URL))
 	c.chatID = ck.Present("chat_id", w.ChatID)
 	c.secret = []byte(ck.Present("secret", w.Secret))
 	c.streaming = ck.Enum("streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
 	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone)
 	c.signature = ck.Enum("signature", w.Signature, SignatureV1, SignatureV1, SignatureV2)
-	c.timeout = timeout(&ck, w.Timeout)
+	c.timeout = timeout(ck, w.Timeout)
 	for i, h := range c.fileHosts {
 		if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {
 			ck.Fail(fmt.Sprintf("file_hosts[%d]", i), "a host name or pattern",
 				`must be a host such as "files.example.com", "*.example.com" or "10.0.0.5:8443"`)
 		}
 	}
-	if err := ck.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 // timeout is config "timeout", a Go duration up to MaxTimeout, or DefaultTimeout when it is
