@@ -16,8 +16,7 @@ const PathSafe = " /?#"
 // once at the end ([Checked] or [ConfigCheck.Err]). Each check returns the field's value (its default filled in); after a
 // refusal the checks still return values but record nothing. The zero value is ready to use.
 //
-//	var w wireConfig
-//	ck := adapter.CheckConfig(raw, &w)
+//	w, ck := adapter.CheckConfig[wireConfig](raw)
 //	c := &config{}
 //	c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id, like oc_…")
 //	c.streaming = ck.Enum("streaming", w.Streaming, "card", "card", adapter.StreamingNone)
@@ -27,14 +26,15 @@ type ConfigCheck struct {
 	err *ConfigError
 }
 
-// CheckConfig decodes raw into w with [DecodeConfig] and starts the checks of its fields: a
-// refusal of the decoder is the check's first, and the checks that follow record nothing.
-func CheckConfig(raw json.RawMessage, w any) *ConfigCheck {
-	ck := &ConfigCheck{}
+// CheckConfig decodes raw with [DecodeConfig] into a new W, a config's wire struct, and starts
+// the checks of its fields: a refusal of the decoder is the check's first, and the checks that
+// follow record nothing.
+func CheckConfig[W any](raw json.RawMessage) (*W, *ConfigCheck) {
+	w, ck := new(W), &ConfigCheck{}
 	if err := DecodeConfig(raw, w); err != nil {
 		ck.err = err.(*ConfigError) // DecodeConfig returns no other error
 	}
-	return ck
+	return w, ck
 }
 
 // Checked is (v, nil) when ck refused nothing, else (the zero T, the refusal): the end of an

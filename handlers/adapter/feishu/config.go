@@ -57,8 +57,7 @@ type publicConfig struct {
 // parseConfig decodes and validates a feishu config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}
 	c.appID = ck.ID("app_id", w.AppID, adapter.PathSafe, "required: the app's App ID, like cli_a1b2c3…")
 	c.appSecret = ck.Required("app_secret", w.AppSecret, "required: the app's App Secret")

@@ -48,8 +48,7 @@ type publicConfig struct {
 // parseConfig decodes and validates a matrix config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains the token.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{roomID: w.RoomID}
 	c.homeserver = ck.BaseURL("homeserver", w.Homeserver, "")
 	c.accessToken = ck.Required("access_token", w.AccessToken, "required")

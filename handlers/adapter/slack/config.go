@@ -59,8 +59,7 @@ type publicConfig struct {
 // parseConfig decodes and validates a slack config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{botToken: w.BotToken, threadTS: w.ThreadTS, appToken: w.AppToken, signingSecret: w.SigningSecret}
 	if !strings.HasPrefix(c.botToken, "xoxb-") {
 		ck.Fail("bot_token", "a bot token, xoxb-…", "required: the app's bot token, xoxb-…")

@@ -72,8 +72,7 @@ type publicConfig struct {
 // parseConfig decodes and validates a telegram config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains the token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{token: w.Token, webhookSecret: w.WebhookSecret}
 	if !validToken(c.token) {
 		ck.Fail("token", "a bot token, <bot id>:<secret>", "required: the bot token from @BotFather, like 123456:ABC-DEF…")

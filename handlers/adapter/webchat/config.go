@@ -55,8 +55,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	if adapter.NoConfig(raw) {
 		return Config{Title: DefaultTitle}, nil
 	}
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	if ce := ck.Refusal(); ce != nil && ce.Kind == adapter.ConfigUnknownField {
 		ce.Problem = `unknown field (known: "title", "secret")` // the channel key is ximd's own
 	}

@@ -82,8 +82,7 @@ type wireConfig struct {
 // *profile.Error with code invalid_descriptor naming the field; none
 // contains the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	ck := adapter.CheckConfig(raw, &w)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{dedupe: w.Dedupe, lookup: w.Lookup, fileHosts: w.FileHosts}
 	c.url = targetURL(ck, ck.Present("url", w.URL))
 	c.chatID = ck.Present("chat_id", w.ChatID)
