@@ -24,7 +24,10 @@
 // target_auth_failed, target_delivery_failed) and their Retryable flag;
 // callers find them with errors.As. Errors returned by [Opener.Open] and
 // [Opener.Public] for a bad config are *profile.Error with code
-// invalid_descriptor and a message naming the offending field.
+// invalid_descriptor and a message naming the offending field. Every adapter decodes its config
+// with the kit's [CheckConfig] (or [DecodeConfig]) and checks its fields with [ConfigCheck], so
+// these errors are *[ConfigError] values: the field's path, what it takes and the problem, never
+// the value.
 //
 // This package imports no NATS and no HTTP; adapters live in
 // sub-packages (webhook, webchat).

@@ -4,11 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/url"
-	"strings"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/profile"
 )
 
 // Config defaults (docs/adapters/feishu.md).
@@ -60,45 +57,18 @@ type publicConfig struct {
 // parseConfig decodes and validates a feishu config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	c := &config{appID: w.AppID, appSecret: w.AppSecret, chatID: w.ChatID, streaming: w.Streaming,
-		verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}
-	switch {
-	case c.appID == "" || strings.ContainsAny(c.appID, " /?#"):
-		return nil, invalid("target.config.app_id", "required: the app's App ID, like cli_a1b2c3…")
-	case c.appSecret == "":
-		return nil, invalid("target.config.app_secret", "required: the app's App Secret")
-	case c.chatID == "" || strings.ContainsAny(c.chatID, " /?#"):
-		return nil, invalid("target.config.chat_id", "required: the chat's id, like oc_…")
-	}
-	if w.BaseURL == "" {
-		w.BaseURL = DefaultBaseURL
-	}
-	u, err := url.Parse(w.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, invalid("target.config.base_url", "must be an http(s) URL without user, query or fragment")
-	}
-	c.baseURL = strings.TrimRight(u.String(), "/")
-	if c.streaming == "" {
-		c.streaming = StreamingCard
-	}
-	if c.streaming != StreamingCard && c.streaming != adapter.StreamingNone {
-		return nil, invalid("target.config.streaming", `must be "card" or "none"`)
-	}
+	w, ck := adapter.CheckConfig[wireConfig](raw)
+	c := &config{verificationToken: w.VerificationToken, encryptKey: w.EncryptKey}
+	c.appID = ck.ID("app_id", w.AppID, adapter.PathSafe, "required: the app's App ID, like cli_a1b2c3…")
+	c.appSecret = ck.Required("app_secret", w.AppSecret, "required: the app's App Secret")
+	c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id, like oc_…")
+	c.baseURL = ck.BaseURL("base_url", w.BaseURL, DefaultBaseURL)
+	c.streaming = ck.Enum("streaming", w.Streaming, StreamingCard, StreamingCard, adapter.StreamingNone)
 	if w.Activity != "" && w.Activity != adapter.ActivityNone {
-		return nil, invalid("target.config.activity", `must be "none": Feishu has no typing indicator for bots`)
+		ck.Fail("activity", `"none"`, `must be "none": Feishu has no typing indicator for bots`)
 	}
-	c.firstWords = DefaultFirstPreviewWords
-	if w.FirstWords != nil {
-		if *w.FirstWords < 0 || *w.FirstWords > 100 {
-			return nil, invalid("target.config.first_preview_words", "must be 0..100")
-		}
-		c.firstWords = *w.FirstWords
-	}
-	return c, nil
+	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
+	return adapter.Checked(c, ck)
 }
 
 // events reports whether the channel takes Feishu's event calls: they are checked with the
@@ -115,8 +85,4 @@ func (c *config) appKey() string {
 func (c *config) public() publicConfig {
 	return publicConfig{AppID: c.appID, ChatID: c.chatID, BaseURL: c.baseURL, Streaming: c.streaming,
 		Activity: adapter.ActivityNone, Events: c.events(), FirstWords: c.firstWords}
-}
-
-func invalid(field, problem string) *profile.Error {
-	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
 }

@@ -176,7 +176,7 @@ func (a *Adapter) account(c *config) (*account, error) {
 	}
 	cli, err := mautrix.NewClient(c.homeserver, "", c.accessToken)
 	if err != nil {
-		return nil, invalid("target.config.homeserver", err.Error())
+		return nil, &adapter.ConfigError{Field: "homeserver", Problem: err.Error()}
 	}
 	cli.Client = a.opts.HTTPClient
 	cli.UserAgent = "ximd"

@@ -4,11 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"strings"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/profile"
 )
 
 // Config values (docs/adapters/slack.md).
@@ -61,56 +59,27 @@ type publicConfig struct {
 // parseConfig decodes and validates a slack config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains a token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
+	w, ck := adapter.CheckConfig[wireConfig](raw)
+	c := &config{botToken: w.BotToken, threadTS: w.ThreadTS, appToken: w.AppToken, signingSecret: w.SigningSecret}
+	if !strings.HasPrefix(c.botToken, "xoxb-") {
+		ck.Fail("bot_token", "a bot token, xoxb-…", "required: the app's bot token, xoxb-…")
 	}
-	c := &config{botToken: w.BotToken, channelID: w.ChannelID, threadTS: w.ThreadTS, appToken: w.AppToken,
-		signingSecret: w.SigningSecret, streaming: w.Streaming, activity: w.Activity}
-	switch {
-	case !strings.HasPrefix(c.botToken, "xoxb-"):
-		return nil, invalid("target.config.bot_token", "required: the app's bot token, xoxb-…")
-	case c.channelID == "" || strings.ContainsAny(c.channelID, " /?#:"):
-		return nil, invalid("target.config.channel_id", "required: the conversation's id, like C0123… or D0123…")
-	case c.appToken != "" && !strings.HasPrefix(c.appToken, "xapp-"):
-		return nil, invalid("target.config.app_token", "an app-level token, xapp-… (Socket Mode)")
+	c.channelID = ck.ID("channel_id", w.ChannelID, adapter.PathSafe+":", "required: the conversation's id, like C0123… or D0123…")
+	if c.appToken != "" && !strings.HasPrefix(c.appToken, "xapp-") {
+		ck.Fail("app_token", "an app-level token, xapp-…", "an app-level token, xapp-… (Socket Mode)")
 	}
-	if w.APIURL == "" {
-		w.APIURL = DefaultAPIURL
+	c.apiURL = ck.BaseURL("api_url", w.APIURL, DefaultAPIURL) + "/"
+	c.streaming = ck.Enum("streaming", w.Streaming, StreamingStream, StreamingStream, adapter.StreamingEdit, adapter.StreamingNone)
+	activity := adapter.ActivityNone
+	if c.threadTS != "" {
+		activity = adapter.ActivityStatus // a status needs a thread
 	}
-	u, err := url.Parse(w.APIURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, invalid("target.config.api_url", "must be an http(s) URL without user, query or fragment")
+	c.activity = ck.Enum("activity", w.Activity, activity, adapter.ActivityStatus, adapter.ActivityNone)
+	if c.activity == adapter.ActivityStatus && c.threadTS == "" {
+		ck.Fail("activity", `"none" without thread_ts`, `"status" needs thread_ts: Slack shows an assistant status in a thread`)
 	}
-	c.apiURL = strings.TrimRight(u.String(), "/") + "/"
-	if c.streaming == "" {
-		c.streaming = StreamingStream
-	}
-	switch c.streaming {
-	case StreamingStream, adapter.StreamingEdit, adapter.StreamingNone:
-	default:
-		return nil, invalid("target.config.streaming", `must be "stream", "edit" or "none"`)
-	}
-	if c.activity == "" {
-		c.activity = adapter.ActivityNone
-		if c.threadTS != "" {
-			c.activity = adapter.ActivityStatus // a status needs a thread
-		}
-	}
-	switch {
-	case c.activity == adapter.ActivityStatus && c.threadTS == "":
-		return nil, invalid("target.config.activity", `"status" needs thread_ts: Slack shows an assistant status in a thread`)
-	case c.activity != adapter.ActivityStatus && c.activity != adapter.ActivityNone:
-		return nil, invalid("target.config.activity", `must be "status" or "none"`)
-	}
-	c.firstWords = DefaultFirstPreviewWords
-	if w.FirstWords != nil {
-		if *w.FirstWords < 0 || *w.FirstWords > 100 {
-			return nil, invalid("target.config.first_preview_words", "must be 0..100")
-		}
-		c.firstWords = *w.FirstWords
-	}
-	return c, nil
+	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
+	return adapter.Checked(c, ck)
 }
 
 // inbound names how the channel's messages come: "socket_mode", "events_api", or "none".
@@ -138,8 +107,4 @@ func digest(s string) string {
 func (c *config) public() publicConfig {
 	return publicConfig{ChannelID: c.channelID, ThreadTS: c.threadTS, APIURL: c.apiURL, Inbound: c.inbound(),
 		Streaming: c.streaming, Activity: c.activity, FirstWords: c.firstWords}
-}
-
-func invalid(field, problem string) *profile.Error {
-	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
 }

@@ -5,13 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/profile"
 )
 
 // Config defaults (docs/adapters/telegram.md).
@@ -74,83 +72,56 @@ type publicConfig struct {
 // parseConfig decodes and validates a telegram config. Every error is a *profile.Error
 // invalid_descriptor naming the field; none contains the token or the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	var w wireConfig
-	if err := adapter.DecodeConfig(raw, &w); err != nil {
-		return nil, err
-	}
-	c := &config{token: w.Token, streaming: w.Streaming, activity: w.Activity, inbound: w.Inbound, webhookSecret: w.WebhookSecret}
-	if id, secret, sep := strings.Cut(c.token, ":"); !sep || id == "" || secret == "" || strings.ContainsAny(c.token, "/?# ") {
-		return nil, invalid("target.config.token", "required: the bot token from @BotFather, like 123456:ABC-DEF…")
-	} else if _, err := strconv.ParseInt(id, 10, 64); err != nil {
-		return nil, invalid("target.config.token", "required: the bot token from @BotFather, like 123456:ABC-DEF…")
+	w, ck := adapter.CheckConfig[wireConfig](raw)
+	c := &config{token: w.Token, webhookSecret: w.WebhookSecret}
+	if !validToken(c.token) {
+		ck.Fail("token", "a bot token, <bot id>:<secret>", "required: the bot token from @BotFather, like 123456:ABC-DEF…")
 	}
 	id, err := strconv.ParseInt(strings.Trim(string(bytes.TrimSpace(w.ChatID)), `"`), 10, 64)
 	if err != nil || id == 0 {
-		return nil, invalid("target.config.chat_id", "required: the chat's numeric id (a private chat's is the person's user id; a group's is negative)")
+		ck.Fail("chat_id", "a non-zero integer", "required: the chat's numeric id (a private chat's is the person's user id; a group's is negative)")
 	}
 	c.chatID = id
-	if w.APIURL == "" {
-		w.APIURL = DefaultAPIURL
-	}
-	u, err := url.Parse(w.APIURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, invalid("target.config.api_url", "must be an http(s) URL without user, query or fragment")
-	}
-	c.apiURL = strings.TrimRight(u.String(), "/")
-	if c.streaming == "" {
-		c.streaming = adapter.StreamingEdit
-		if c.private() {
-			c.streaming = adapter.StreamingDraft
-		}
-	}
-	switch c.streaming {
-	case adapter.StreamingEdit, adapter.StreamingNone:
-	case adapter.StreamingDraft:
-		if !c.private() {
-			return nil, invalid("target.config.streaming", `"draft" works in private chats only (a positive chat_id); use "edit" in groups`)
-		}
-	default:
-		return nil, invalid("target.config.streaming", `must be "draft", "edit" or "none"`)
-	}
-	if c.activity == "" {
-		c.activity = DefaultActivity
-	}
-	if c.activity != adapter.ActivityTyping && c.activity != adapter.ActivityNone {
-		return nil, invalid("target.config.activity", `must be "typing" or "none"`)
-	}
-	if c.inbound == "" {
-		c.inbound = InboundPolling
-	}
-	switch c.inbound {
-	case InboundPolling:
-		if c.webhookSecret != "" {
-			return nil, invalid("target.config.webhook_secret", `only with "inbound": "webhook"`)
-		}
-	case InboundWebhook:
-		if !validSecret(c.webhookSecret) {
-			return nil, invalid("target.config.webhook_secret", `required with "inbound": "webhook": 16-256 characters of A-Z, a-z, 0-9, _ and -`)
-		}
-	default:
-		return nil, invalid("target.config.inbound", `must be "polling" or "webhook"`)
-	}
-	c.firstWords = DefaultFirstPreviewWords
-	if w.FirstWords != nil {
-		if *w.FirstWords < 0 || *w.FirstWords > 100 {
-			return nil, invalid("target.config.first_preview_words", "must be 0..100")
-		}
-		c.firstWords = *w.FirstWords
-	}
-	c.editsPerMinute = DefaultGroupEditsPerMinute
+	c.apiURL = ck.BaseURL("api_url", w.APIURL, DefaultAPIURL)
+	streaming := adapter.StreamingEdit
 	if c.private() {
+		streaming = adapter.StreamingDraft
+	}
+	c.streaming = ck.Enum("streaming", w.Streaming, streaming, adapter.StreamingDraft, adapter.StreamingEdit, adapter.StreamingNone)
+	if c.streaming == adapter.StreamingDraft && !c.private() {
+		ck.Fail("streaming", `"edit" or "none" in a group`, `"draft" works in private chats only (a positive chat_id); use "edit" in groups`)
+	}
+	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
+	c.inbound = ck.Enum("inbound", w.Inbound, InboundPolling, InboundPolling, InboundWebhook)
+	switch {
+	case ck.Failed():
+	case c.inbound == InboundPolling && c.webhookSecret != "":
+		ck.Fail("webhook_secret", "nothing", `only with "inbound": "webhook"`)
+	case c.inbound == InboundWebhook && !validSecret(c.webhookSecret):
+		ck.Fail("webhook_secret", "16-256 characters of A-Z, a-z, 0-9, _ and -",
+			`required with "inbound": "webhook": 16-256 characters of A-Z, a-z, 0-9, _ and -`)
+	}
+	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
+	var editsPerMinute *int // 0 is the default, as absent is
+	if w.EditsPerMinute != 0 {
+		editsPerMinute = &w.EditsPerMinute
+	}
+	c.editsPerMinute = ck.Int("edits_per_minute", editsPerMinute, DefaultGroupEditsPerMinute, 1, 600)
+	if editsPerMinute == nil && c.private() {
 		c.editsPerMinute = DefaultPrivateEditsPerMinute
 	}
-	if w.EditsPerMinute != 0 {
-		if w.EditsPerMinute < 1 || w.EditsPerMinute > 600 {
-			return nil, invalid("target.config.edits_per_minute", "must be 1..600")
-		}
-		c.editsPerMinute = w.EditsPerMinute
+	return adapter.Checked(c, ck)
+}
+
+// validToken: a bot token is "<bot id>:<secret>", the id a number, nothing that breaks a URL
+// path (the token is a path segment of every call).
+func validToken(token string) bool {
+	id, secret, sep := strings.Cut(token, ":")
+	if !sep || id == "" || secret == "" || strings.ContainsAny(token, adapter.PathSafe) {
+		return false
 	}
-	return c, nil
+	_, err := strconv.ParseInt(id, 10, 64)
+	return err == nil
 }
 
 // private reports whether the chat is a private chat (a user id; groups and channels have
@@ -191,8 +162,4 @@ func validSecret(s string) bool {
 		}
 	}
 	return true
-}
-
-func invalid(field, problem string) *profile.Error {
-	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
 }

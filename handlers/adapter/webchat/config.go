@@ -1,11 +1,10 @@
 package webchat
 
 import (
-	"bytes"
 	"encoding/json"
-	"sort"
 	"unicode/utf8"
 
+	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -25,9 +24,6 @@ const (
 // ([WithChannelIDs]); a value given in PUT /v1/channels/{id} is replaced.
 const ChannelKey = "channel"
 
-// fieldPrefix names config fields in errors as they appear in the body of PUT /v1/channels/{id}.
-const fieldPrefix = "target.config."
-
 // Config is a validated webchat config.
 type Config struct {
 	// Title is shown as the page's title.
@@ -45,54 +41,38 @@ type publicConfig struct {
 	SecretSource string `json:"secret"`
 }
 
-// ParseConfig decodes and validates a webchat config. Every error is a *profile.Error with code
-// invalid_descriptor naming the field; none contains the secret.
+// wireConfig is the JSON a channel is bound with.
+type wireConfig struct {
+	Title   string `json:"title"`
+	Secret  string `json:"secret"`
+	Channel string `json:"channel"` // ChannelKey
+}
+
+// ParseConfig decodes and validates a webchat config; no config (empty or null) is the defaults.
+// Every error is a *profile.Error with code invalid_descriptor naming the field; none contains
+// the secret.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	c := Config{Title: DefaultTitle}
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return c, nil
+	if adapter.NoConfig(raw) {
+		return Config{Title: DefaultTitle}, nil
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &fields); err != nil {
-		return Config{}, invalid("target.config", "must be a JSON object")
+	w, ck := adapter.CheckConfig[wireConfig](raw)
+	if ce := ck.Refusal(); ce != nil && ce.Kind == adapter.ConfigUnknownField {
+		ce.Problem = `unknown field (known: "title", "secret")` // the channel key is ximd's own
 	}
-	var unknown []string
-	for k := range fields {
-		switch k {
-		case "title", "secret", ChannelKey:
-		default:
-			unknown = append(unknown, k)
-		}
+	c := Config{Title: DefaultTitle, Secret: w.Secret, Channel: w.Channel}
+	if len(w.Title) > MaxTitleBytes || !utf8.ValidString(w.Title) {
+		ck.Fail("title", "UTF-8 of at most 200 bytes", "must be valid UTF-8 of at most 200 bytes")
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return Config{}, invalid(fieldPrefix+unknown[0], `unknown field (known: "title", "secret")`)
-	}
-	var err error
-	if s, ok, e := stringField(fields, "title"); e != nil {
-		return Config{}, e
-	} else if ok {
-		if len(s) > MaxTitleBytes || !utf8.ValidString(s) {
-			return Config{}, invalid(fieldPrefix+"title", "must be valid UTF-8 of at most 200 bytes")
-		}
-		if s != "" {
-			c.Title = s
-		}
-	}
-	if c.Secret, _, err = stringField(fields, "secret"); err != nil {
-		return Config{}, err
+	if w.Title != "" {
+		c.Title = w.Title
 	}
 	if c.Secret != "" && (len(c.Secret) < MinSecretBytes || len(c.Secret) > MaxSecretBytes) {
-		return Config{}, invalid(fieldPrefix+"secret", "must be 16 to 256 bytes (omit it to have ximd generate one)")
-	}
-	if c.Channel, _, err = stringField(fields, ChannelKey); err != nil {
-		return Config{}, err
+		ck.Fail("secret", "16 to 256 bytes", "must be 16 to 256 bytes (omit it to have ximd generate one)")
 	}
 	if c.Channel != "" && !profile.ValidChannelID(c.Channel) {
-		return Config{}, invalid(fieldPrefix+ChannelKey, "must be a channel id")
+		ck.Fail(ChannelKey, "a channel id", "must be a channel id")
 	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
 func (c Config) public() publicConfig {
@@ -101,21 +81,4 @@ func (c Config) public() publicConfig {
 		p.SecretSource = "configured"
 	}
 	return p
-}
-
-// stringField reads fields[name] as a JSON string; absent or null is ("", false).
-func stringField(fields map[string]json.RawMessage, name string) (string, bool, error) {
-	raw, ok := fields[name]
-	if !ok || bytes.Equal(raw, []byte("null")) {
-		return "", false, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false, invalid(fieldPrefix+name, "must be a string")
-	}
-	return s, true, nil
-}
-
-func invalid(field, problem string) *profile.Error {
-	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
 }

@@ -1,17 +1,14 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/handlers/adapter/download"
-	"github.com/ximd/ximd/profile"
 )
 
 // Config defaults and bounds (see the package documentation).
@@ -26,10 +23,6 @@ const (
 	// hold a channel's delivery for longer.
 	MaxTimeout = 5 * time.Minute
 )
-
-// fieldPrefix names config fields in errors as they appear in the body of
-// PUT /v1/channels/{id}.
-const fieldPrefix = "target.config."
 
 // config is a validated webhook config.
 type config struct {
@@ -70,150 +63,84 @@ type publicConfig struct {
 	Signature string   `json:"signature"`
 }
 
+// wireConfig is the JSON a channel is bound with. url, chat_id and secret are pointers: absent
+// (or null) is refused "required", "" is refused "must not be empty".
+type wireConfig struct {
+	URL       *string  `json:"url"`
+	ChatID    *string  `json:"chat_id"`
+	Secret    *string  `json:"secret"`
+	Streaming string   `json:"streaming"`
+	Activity  string   `json:"activity"`
+	Timeout   string   `json:"timeout"`
+	FileHosts []string `json:"file_hosts" want:"an array of host names"`
+	Dedupe    bool     `json:"dedupe"`
+	Lookup    bool     `json:"lookup"`
+	Signature string   `json:"signature"`
+}
+
 // parseConfig decodes and validates a webhook config. Every error is a
 // *profile.Error with code invalid_descriptor naming the field; none
 // contains the secret.
 func parseConfig(raw json.RawMessage) (*config, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, invalid("target.config", "required")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, invalid("target.config", "must be a JSON object")
-	}
-	var unknown []string
-	for k := range fields {
-		switch k {
-		case "url", "chat_id", "secret", "streaming", "activity", "timeout", "file_hosts", "dedupe", "lookup", "signature":
-		default:
-			unknown = append(unknown, k)
+	w, ck := adapter.CheckConfig[wireConfig](raw)
+	c := &config{dedupe: w.Dedupe, lookup: w.Lookup, fileHosts: w.FileHosts}
+	c.url = targetURL(ck, ck.Present("url", w.URL))
+	c.chatID = ck.Present("chat_id", w.ChatID)
+	c.secret = []byte(ck.Present("secret", w.Secret))
+	c.streaming = ck.Enum("streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
+	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone)
+	c.signature = ck.Enum("signature", w.Signature, SignatureV1, SignatureV1, SignatureV2)
+	c.timeout = timeout(ck, w.Timeout)
+	for i, h := range c.fileHosts {
+		if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {
+			ck.Fail(fmt.Sprintf("file_hosts[%d]", i), "a host name or pattern",
+				`must be a host such as "files.example.com", "*.example.com" or "10.0.0.5:8443"`)
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, invalid(fieldPrefix+unknown[0], "unknown field")
-	}
-
-	c := &config{streaming: DefaultStreaming, activity: DefaultActivity, timeout: DefaultTimeout, signature: SignatureV1}
-
-	rawURL, err := stringField(fields, "url", true)
-	if err != nil {
-		return nil, err
-	}
-	if c.url, err = parseTargetURL(rawURL); err != nil {
-		return nil, err
-	}
-	if c.chatID, err = stringField(fields, "chat_id", true); err != nil {
-		return nil, err
-	}
-	secret, err := stringField(fields, "secret", true)
-	if err != nil {
-		return nil, err
-	}
-	c.secret = []byte(secret)
-
-	if s, err := stringField(fields, "streaming", false); err != nil {
-		return nil, err
-	} else if s != "" {
-		switch s {
-		case adapter.StreamingEdit, adapter.StreamingNone:
-			c.streaming = s
-		default:
-			return nil, invalid(fieldPrefix+"streaming", `must be "edit" or "none"`)
-		}
-	}
-	if s, err := stringField(fields, "activity", false); err != nil {
-		return nil, err
-	} else if s != "" {
-		switch s {
-		case adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone:
-			c.activity = s
-		default:
-			return nil, invalid(fieldPrefix+"activity", `must be "status", "typing" or "none"`)
-		}
-	}
-	if s, err := stringField(fields, "signature", false); err != nil {
-		return nil, err
-	} else if s != "" {
-		if s != SignatureV1 && s != SignatureV2 {
-			return nil, invalid(fieldPrefix+"signature", `must be "v1" or "v2"`)
-		}
-		c.signature = s
-	}
-	if s, err := stringField(fields, "timeout", false); err != nil {
-		return nil, err
-	} else if s != "" {
-		d, perr := time.ParseDuration(s)
-		switch {
-		case perr != nil:
-			return nil, invalid(fieldPrefix+"timeout", `must be a Go duration such as "10s"`)
-		case d <= 0:
-			return nil, invalid(fieldPrefix+"timeout", "must be positive")
-		case d > MaxTimeout:
-			return nil, invalid(fieldPrefix+"timeout", "must be at most "+MaxTimeout.String())
-		}
-		c.timeout = d
-	}
-	for name, dst := range map[string]*bool{"dedupe": &c.dedupe, "lookup": &c.lookup} {
-		if raw, ok := fields[name]; ok && !bytes.Equal(raw, []byte("null")) {
-			if err := json.Unmarshal(raw, dst); err != nil {
-				return nil, invalid(fieldPrefix+name, "must be true or false")
-			}
-		}
-	}
-	if raw, ok := fields["file_hosts"]; ok && !bytes.Equal(raw, []byte("null")) {
-		if err := json.Unmarshal(raw, &c.fileHosts); err != nil {
-			return nil, invalid(fieldPrefix+"file_hosts", "must be an array of host names")
-		}
-		for i, h := range c.fileHosts {
-			if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {
-				return nil, invalid(fmt.Sprintf("%sfile_hosts[%d]", fieldPrefix, i), `must be a host such as "files.example.com", "*.example.com" or "10.0.0.5:8443"`)
-			}
-		}
-	}
-	return c, nil
+	return adapter.Checked(c, ck)
 }
 
-// stringField reads fields[name] as a JSON string. A required field must be
-// present and non-empty; an optional one that is absent, null or "" reads
-// as "".
-func stringField(fields map[string]json.RawMessage, name string, required bool) (string, error) {
-	raw, ok := fields[name]
-	if !ok || bytes.Equal(raw, []byte("null")) {
-		if required {
-			return "", invalid(fieldPrefix+name, "required")
-		}
-		return "", nil
+// timeout is config "timeout", a Go duration up to MaxTimeout, or DefaultTimeout when it is
+// empty.
+func timeout(ck *adapter.ConfigCheck, s string) time.Duration {
+	const field = "timeout"
+	if s == "" {
+		return DefaultTimeout
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", invalid(fieldPrefix+name, "must be a string")
-	}
-	if required && s == "" {
-		return "", invalid(fieldPrefix+name, "must not be empty")
-	}
-	return s, nil
-}
-
-// parseTargetURL accepts an absolute http(s) URL with a host, no
-// user:password and no fragment.
-func parseTargetURL(s string) (*url.URL, error) {
-	const field = fieldPrefix + "url"
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, invalid(field, "not a valid URL")
-	}
+	want := "a positive Go duration of at most " + MaxTimeout.String()
+	d, err := time.ParseDuration(s)
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, invalid(field, "must be an absolute http or https URL")
-	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
-		return nil, invalid(field, "must be an absolute http or https URL with a host")
-	case u.User != nil:
-		return nil, invalid(field, "must not contain user information; use secret")
-	case u.Fragment != "" || strings.HasSuffix(s, "#"):
-		return nil, invalid(field, "must not contain a fragment")
+	case err != nil:
+		ck.Fail(field, want, `must be a Go duration such as "10s"`)
+	case d <= 0:
+		ck.Fail(field, want, "must be positive")
+	case d > MaxTimeout:
+		ck.Fail(field, want, "must be at most "+MaxTimeout.String())
 	}
-	return u, nil
+	return d
+}
+
+// targetURL is config "url": an absolute http(s) URL with a host, no user:password and no
+// fragment (nil after an earlier refusal).
+func targetURL(ck *adapter.ConfigCheck, s string) *url.URL {
+	const field, want = "url", "an absolute http(s) URL with a host, without user or fragment"
+	if ck.Failed() {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		ck.Fail(field, want, "not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		ck.Fail(field, want, "must be an absolute http or https URL")
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		ck.Fail(field, want, "must be an absolute http or https URL with a host")
+	case u.User != nil:
+		ck.Fail(field, want, "must not contain user information; use secret")
+	case u.Fragment != "" || strings.HasSuffix(s, "#"):
+		ck.Fail(field, want, "must not contain a fragment")
+	}
+	return u
 }
 
 // public is the config as the channels API shows it.
@@ -257,9 +184,4 @@ func (c *config) capabilities() adapter.Capabilities {
 	}
 	caps.InDoubt = caps.InDoubtRule()
 	return caps
-}
-
-// invalid is the invalid_descriptor error for field.
-func invalid(field, problem string) *profile.Error {
-	return profile.Errorf(profile.CodeInvalidDescriptor, "%s: %s", field, problem)
 }

@@ -25,6 +25,7 @@
 //   - timeout: Go duration string bounding each HTTP call, default "10s",
 //     at most "5m".
 //
+// Keys match as encoding/json matches them (exactly, else ignoring case).
 // Any other key, a wrong JSON type or a bad value is a *profile.Error with
 // code invalid_descriptor whose message names the field
 // ("target.config.url: ...").
