@@ -100,3 +100,72 @@ func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, 
 	}
 	return "accepted", nil
 }
+
+// PollKeyOf is the poll key of ch by key, given ch's config: "" when the config does not parse
+// (such a channel is not polled). An adapter's PollKey is this with its own key function.
+func (k Kit[C, P]) PollKeyOf(ch Channel, key func(C) string) string {
+	c, err := k.parse(ch.Target.Config)
+	if err != nil {
+		return ""
+	}
+	return key(c)
+}
+
+// PollStart is what a Poll starts from: the feed's channels and the config of the first, which
+// names the account (a bot, an app) every channel of the poll key shares.
+type PollStart[C any] struct {
+	Channels []Channel
+	Account  C
+}
+
+// StartPoll is the poll prologue every Poll begins with. ok is false when the feed has no
+// channels (the Poll has nothing to read and returns nil); the first channel's config failing
+// to parse is the error.
+func (k Kit[C, P]) StartPoll(feed Feed) (p PollStart[C], ok bool, err error) {
+	p.Channels = feed.Channels()
+	if len(p.Channels) == 0 {
+		return p, false, nil
+	}
+	if p.Account, err = k.parse(p.Channels[0].Target.Config); err != nil {
+		return p, false, err
+	}
+	return p, true, nil
+}
+
+// FileOrNote passes one file of a user message on: fetch stores it in the Transfer Plane through
+// in (Inbox.PutFile) and it is added to m.Files. A failure that will not pass however often the
+// message is read (a *profile.Error that is not retryable: too large, gone, refused) names the
+// file in m.Text instead ([Unpassed]), so the message says so rather than the file vanishing.
+// Any other failure is returned, after the message's files stored so far are discarded: the
+// platform's message is read again, and nothing of it stays behind meanwhile.
+func FileOrNote(ctx context.Context, in Inbox, m *profile.Message, name string, fetch func() (profile.File, error)) error {
+	f, err := fetch()
+	var pe *profile.Error
+	switch {
+	case errors.As(err, &pe) && !pe.Retryable:
+		m.Text = Unpassed(m.Text, name, pe.Message)
+	case err != nil:
+		for _, done := range m.Files {
+			_ = in.Discard(context.WithoutCancel(ctx), done.FileRef)
+		}
+		return err
+	default:
+		m.Files = append(m.Files, f)
+	}
+	return nil
+}
+
+// ReadBody is the receive prologue: the body of a request the gateway routed to a [Receiver]
+// (bounded by XIM_MAX_PACKET_BYTES). A body past the bound is a *profile.Error
+// packet_too_large, another failure to read it bad_request.
+func ReadBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
+		}
+		return nil, profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+	}
+	return body, nil
+}

@@ -44,11 +44,12 @@ func MessageIDOf(chatID int64, messageID int) string {
 // getUpdates loop (Telegram answers one getUpdates per bot at a time); "" with "inbound":
 // "webhook".
 func (a *Adapter) PollKey(ch adapter.Channel) string {
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.inbound != InboundPolling {
-		return ""
-	}
-	return c.botKey()
+	return a.PollKeyOf(ch, func(c *config) string {
+		if c.inbound != InboundPolling {
+			return ""
+		}
+		return c.botKey()
+	})
 }
 
 // Poll implements adapter.Poller: getUpdates long polls from the offset in the feed's cursor;
@@ -58,14 +59,11 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 // it, so a restart reads at most the last batch again, which the message_id makes one message
 // each.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	chans := feed.Channels()
-	if len(chans) == 0 {
-		return nil
-	}
-	c, err := parseConfig(chans[0].Target.Config)
-	if err != nil {
+	p, ok, err := a.StartPoll(feed)
+	if !ok {
 		return err
 	}
+	c := p.Account
 	acc := a.account(c)
 	cursor, err := feed.Cursor(ctx)
 	if err != nil {
@@ -77,7 +75,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 			return fmt.Errorf("telegram: bad saved offset %q", cursor)
 		}
 	}
-	routes := routesOf(chans, c.botKey())
+	routes := routesOf(p.Channels, c.botKey())
 	for {
 		updates, err := acc.getUpdates(ctx, offset, a.opts.PollTimeout)
 		if err != nil {
@@ -152,20 +150,12 @@ func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, 
 	if msg.Text == "" {
 		msg.Text = m.Caption
 	}
-	if f, ok := fileOf(m); ok {
-		stored, err := a.fetch(ctx, acc, f, in)
-		var pe *profile.Error
-		switch {
-		case errors.As(err, &pe) && !pe.Retryable:
-			// Too large, or gone: the message says so rather than vanish.
-			msg.Text = adapter.Unpassed(msg.Text, f.name, pe.Message)
-		case err != nil:
+	if f, ok := fileOf(m); ok { // too large, or gone: the message says so rather than vanish
+		if err := adapter.FileOrNote(ctx, in, &msg, f.name, func() (profile.File, error) { return a.fetch(ctx, acc, f, in) }); err != nil {
 			return "", err
-		default:
-			msg.Files = append(msg.Files, stored)
 		}
 	}
-	return adapter.Submit(ctx, in, msg, a.log, "telegram_message_refused", channel)
+	return adapter.Submit(ctx, in, msg, a.com.Logger, "telegram_message_refused", channel)
 }
 
 // inFile is the file of a user message.
@@ -293,13 +283,9 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 		return "", errBadSecret
 	}
 	var u models.Update
-	body, err := io.ReadAll(r.Body)
+	body, err := adapter.ReadBody(r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
-		}
-		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+		return "", err
 	}
 	if err := json.Unmarshal(body, &u); err != nil {
 		return "", profile.Errorf(profile.CodeBadRequest, "not a Telegram update: %v", err)
@@ -312,7 +298,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 				continue
 			}
 			if outcome, err = a.receive(r.Context(), acc, m, route.ID, in.Inbox(route.ID)); err != nil {
-				a.log.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
+				a.com.Logger.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
 				return "", profile.Errorf(profile.CodeUnavailable, "the update could not be stored; Telegram sends it again")
 			}
 		}
