@@ -76,3 +76,17 @@ func OrDiscard(log *slog.Logger) *slog.Logger {
 	}
 	return log
 }
+
+// Platform is what a platform adapter (one that calls a chat platform's API for its accounts)
+// embeds: its [Kit], its [Common] options with their defaults, and its per-account [Clients].
+// The adapter's New sets Kit and Common; what the adapter writes itself is its config, its calls,
+// and, where it has them, its poll or receive part.
+type Platform[C, P, A any] struct {
+	Kit[C, P]
+	Common
+	// Accounts holds one client per account, shared by the account's channels.
+	Accounts Clients[A]
+}
+
+// Close forgets every account's client ([Clients.Close]); targets opened before keep theirs.
+func (p *Platform[C, P, A]) Close() error { return p.Accounts.Close() }

@@ -132,7 +132,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 				continue
 			}
 			if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID)); err != nil {
-				a.com.Logger.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
+				a.Logger.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
 				return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Feishu sends it again")
 			}
 		}
@@ -240,7 +240,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 			return "", err
 		}
 	}
-	return adapter.Submit(ctx, in, m, a.com.Logger, "feishu_message_refused", channel)
+	return adapter.Submit(ctx, in, m, a.Logger, "feishu_message_refused", channel)
 }
 
 // inFile is the file of a user message.

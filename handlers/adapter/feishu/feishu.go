@@ -82,10 +82,8 @@ type Options struct {
 // verification token and the encrypt key; Open makes no call (Probe checks the config against
 // Feishu).
 type Adapter struct {
-	adapter.Kit[*config, publicConfig]
-	com    adapter.Common
+	adapter.Platform[*config, publicConfig, *app]
 	window time.Duration // Options.SignatureWindow
-	apps   adapter.Clients[*app]
 }
 
 // New returns the adapter.
@@ -93,8 +91,8 @@ func New(opts Options) *Adapter {
 	if opts.SignatureWindow <= 0 {
 		opts.SignatureWindow = 5 * time.Minute
 	}
-	a := &Adapter{com: adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second),
-		window: opts.SignatureWindow}
+	a := &Adapter{window: opts.SignatureWindow}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -103,12 +101,9 @@ func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, app: a.app(c), cfg: c}, nil
 }
 
-// Close forgets every app's client (targets opened before keep theirs).
-func (a *Adapter) Close() error { return a.apps.Close() }
-
 func (a *Adapter) app(c *config) *app {
-	return a.apps.Get(c.appKey(), func() *app {
-		return &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.com.HTTPClient,
+	return a.Accounts.Get(c.appKey(), func() *app {
+		return &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.HTTPClient,
 			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}}
 	})
 }
@@ -352,7 +347,7 @@ func (t *Target) sendMessage(ctx context.Context, msgType, content, uuid, replyT
 // sendFile uploads a file from the Transfer Plane (an image through the image API, anything
 // else through the file API) and sends it.
 func (t *Target) sendFile(ctx context.Context, f adapter.File, uuid, replyTo string) (string, error) {
-	if t.a.com.Files == nil {
+	if t.a.Files == nil {
 		return "", profile.Errorf(profile.CodeTargetDeliveryFailed, "feishu: no file store to read %s from", f.FileRef)
 	}
 	image := f.Type == "image" && f.ByteSize <= MaxImageUpload && imageMime(f.MimeType)
@@ -360,7 +355,7 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, uuid, replyTo str
 		return "", profile.Errorf(profile.CodeTargetDeliveryFailed, "feishu: %s is %d bytes; the file API takes at most %d", f.Filename, f.ByteSize, MaxFileUpload)
 	}
 	form := func(mw *multipart.Writer) error {
-		_, rc, err := t.a.com.Files.Open(ctx, f.FileRef)
+		_, rc, err := t.a.Files.Open(ctx, f.FileRef)
 		if err != nil {
 			return err
 		}

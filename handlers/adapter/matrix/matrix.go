@@ -67,10 +67,8 @@ type Options struct {
 // Public shows a config without the access token; Open makes no call (Probe checks the config
 // against the server).
 type Adapter struct {
-	adapter.Kit[*config, publicConfig]
-	com      adapter.Common
-	sync     time.Duration // Options.SyncTimeout
-	accounts adapter.Clients[*account]
+	adapter.Platform[*config, publicConfig, *account]
+	sync time.Duration // Options.SyncTimeout
 }
 
 // New returns the adapter.
@@ -78,7 +76,8 @@ func New(opts Options) *Adapter {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = SyncTimeout
 	}
-	a := &Adapter{com: adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0), sync: opts.SyncTimeout}
+	a := &Adapter{sync: opts.SyncTimeout}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -90,9 +89,6 @@ func (a *Adapter) open(c *config) (adapter.Target, error) {
 	}
 	return &Target{a: a, acc: acc, cfg: c, room: id.RoomID(c.roomID)}, nil
 }
-
-// Close forgets every account's client (targets opened before keep theirs).
-func (a *Adapter) Close() error { return a.accounts.Close() }
 
 // Probe implements adapter.Prober: the token is valid, the bot is in the room (an invitation is
 // accepted), and the room is not encrypted (ximd has no end-to-end encryption).
@@ -150,12 +146,12 @@ type account struct {
 
 func (a *Adapter) account(c *config) (*account, error) {
 	sum := sha256.Sum256([]byte(c.accessToken))
-	return a.accounts.TryGet(c.homeserver+"\x00"+hex.EncodeToString(sum[:]), func() (*account, error) {
+	return a.Accounts.TryGet(c.homeserver+"\x00"+hex.EncodeToString(sum[:]), func() (*account, error) {
 		cli, err := mautrix.NewClient(c.homeserver, "", c.accessToken)
 		if err != nil {
 			return nil, invalid("target.config.homeserver", err.Error())
 		}
-		cli.Client = a.com.HTTPClient
+		cli.Client = a.HTTPClient
 		cli.UserAgent = "ximd"
 		return &account{cli: cli}, nil
 	})
@@ -350,10 +346,10 @@ func (t *Target) events(ctx context.Context, m adapter.Message) ([]outEvent, err
 
 // upload copies a stored file into the media repository and returns its event content.
 func (t *Target) upload(ctx context.Context, f adapter.File) (map[string]any, error) {
-	if t.a.com.Files == nil {
+	if t.a.Files == nil {
 		return nil, profile.Errorf(profile.CodeTargetDeliveryFailed, "files: this worker has no file store")
 	}
-	meta, body, err := t.a.com.Files.Open(ctx, f.FileRef)
+	meta, body, err := t.a.Files.Open(ctx, f.FileRef)
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	if err != nil {
 		return err
 	}
-	log := a.com.Logger.With("channel", ch.ID)
+	log := a.Logger.With("channel", ch.ID)
 	if since == "" {
 		// The channel's first poll: what was said from its binding on is the agent's, the
 		// initial sync's timeline read back as far as that.

@@ -81,7 +81,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 		return err
 	}
 	chans, c := p.Channels, p.Account
-	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.com.HTTPClient))
+	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.HTTPClient))
 	client := socketmode.New(api)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -110,7 +110,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 					continue
 				}
 				if _, err := a.dispatch(ctx, cb, chans, feed, func(cc *config) bool { return cc.appKey() == c.appKey() }); err != nil {
-					a.com.Logger.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
+					a.Logger.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
 					continue // not acknowledged: Slack sends it again
 				}
 				_ = client.Ack(*evt.Request)
@@ -165,7 +165,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel s
 			return "", err
 		}
 	}
-	return adapter.Submit(ctx, in, m, a.com.Logger, "slack_message_refused", channel)
+	return adapter.Submit(ctx, in, m, a.Logger, "slack_message_refused", channel)
 }
 
 // fetch copies a file of a message from its url_private (the bot token in the Authorization
@@ -176,7 +176,7 @@ func (a *Adapter) fetch(ctx context.Context, c *config, url, name, mime string, 
 		return profile.File{}, profile.Errorf(profile.CodeFileDownloadFailed, "not a file URL")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.botToken)
-	resp, err := a.com.HTTPClient.Do(req)
+	resp, err := a.HTTPClient.Do(req)
 	if err != nil {
 		return profile.File{}, profile.Errorf(profile.CodeTargetUnavailable, "slack file download: %v", describe(err))
 	}
@@ -245,7 +245,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	defer cancel()
 	outcome, err := a.dispatch(ctx, cb, in.Channels(), in, func(cc *config) bool { return cc.workspaceKey() == c.workspaceKey() })
 	if err != nil {
-		a.com.Logger.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
+		a.Logger.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
 		return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Slack sends it again")
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -71,10 +71,8 @@ type Options struct {
 // shared by every channel of that bot. Its Public shows a config without tokens and the signing
 // secret; Open makes no call (Probe checks the config against Slack).
 type Adapter struct {
-	adapter.Kit[*config, publicConfig]
-	com    adapter.Common
+	adapter.Platform[*config, publicConfig, *workspace]
 	window time.Duration // Options.SignatureWindow
-	bots   adapter.Clients[*workspace]
 }
 
 // New returns the adapter.
@@ -82,8 +80,8 @@ func New(opts Options) *Adapter {
 	if opts.SignatureWindow <= 0 {
 		opts.SignatureWindow = 5 * time.Minute
 	}
-	a := &Adapter{com: adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second),
-		window: opts.SignatureWindow}
+	a := &Adapter{window: opts.SignatureWindow}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -91,9 +89,6 @@ func New(opts Options) *Adapter {
 func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, ws: a.workspace(c), cfg: c}, nil
 }
-
-// Close forgets every bot's client (targets opened before keep theirs).
-func (a *Adapter) Close() error { return a.bots.Close() }
 
 // workspace is one bot's client, shared by its channels.
 type workspace struct {
@@ -110,8 +105,8 @@ type workspace struct {
 }
 
 func (a *Adapter) workspace(c *config) *workspace {
-	return a.bots.Get(c.workspaceKey(), func() *workspace {
-		hc := a.com.HTTPClient
+	return a.Accounts.Get(c.workspaceKey(), func() *workspace {
+		hc := a.HTTPClient
 		return &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(hc)), http: hc, tok: c.botToken,
 			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{}}
 	})
@@ -291,7 +286,7 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 			t.ws.mu.Lock()
 			t.ws.noStream[t.cfg.channelID] = true // edit streaming from now on
 			t.ws.mu.Unlock()
-			t.a.com.Logger.Info("slack_stream_not_supported", "channel_id", t.cfg.channelID)
+			t.a.Logger.Info("slack_stream_not_supported", "channel_id", t.cfg.channelID)
 		}
 		return t.post(ctx, truncate(m.Text), t.thread(m.ReplyTo), metadata(m.IdempotencyKey, 0, false, ""))
 	}

@@ -155,7 +155,7 @@ func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, 
 			return "", err
 		}
 	}
-	return adapter.Submit(ctx, in, msg, a.com.Logger, "telegram_message_refused", channel)
+	return adapter.Submit(ctx, in, msg, a.Logger, "telegram_message_refused", channel)
 }
 
 // inFile is the file of a user message.
@@ -298,7 +298,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 				continue
 			}
 			if outcome, err = a.receive(r.Context(), acc, m, route.ID, in.Inbox(route.ID)); err != nil {
-				a.com.Logger.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
+				a.Logger.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
 				return "", profile.Errorf(profile.CodeUnavailable, "the update could not be stored; Telegram sends it again")
 			}
 		}

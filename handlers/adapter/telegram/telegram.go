@@ -95,10 +95,8 @@ type Options struct {
 // config without the token and the webhook secret; Open makes no call (Probe checks the config
 // against Telegram).
 type Adapter struct {
-	adapter.Kit[*config, publicConfig]
-	com  adapter.Common
+	adapter.Platform[*config, publicConfig, *account]
 	opts Options // PublicURL and PollTimeout
-	bots adapter.Clients[*account]
 }
 
 // New returns the adapter.
@@ -107,7 +105,8 @@ func New(opts Options) *Adapter {
 		opts.PollTimeout = PollTimeout
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
-	a := &Adapter{com: adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0), opts: opts}
+	a := &Adapter{opts: opts}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -115,9 +114,6 @@ func New(opts Options) *Adapter {
 func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, acc: a.account(c), cfg: c}, nil
 }
-
-// Close forgets every bot's client (targets opened before keep theirs).
-func (a *Adapter) Close() error { return a.bots.Close() }
 
 // Probe implements adapter.Prober: the token is valid (getMe), the bot is in the chat
 // (getChat), a draft-streamed chat is private; with "inbound": "webhook" it sets the bot's
@@ -201,13 +197,13 @@ type chatState struct {
 const maxPartsKeys = 4096
 
 func (a *Adapter) account(c *config) *account {
-	return a.bots.Get(c.botKey(), func() *account { return a.newAccount(c) })
+	return a.Accounts.Get(c.botKey(), func() *account { return a.newAccount(c) })
 }
 
 // newAccount makes the client of c's bot.
 func (a *Adapter) newAccount(c *config) *account {
-	hc := a.com.HTTPClient
-	acc := &account{key: c.botKey(), apiURL: c.apiURL, token: c.token, botID: c.botID(), http: hc, log: a.com.Logger,
+	hc := a.HTTPClient
+	acc := &account{key: c.botKey(), apiURL: c.apiURL, token: c.token, botID: c.botID(), http: hc, log: a.Logger,
 		chats: map[int64]*chatState{}, parts: map[string][]int{}}
 	b, err := bot.New(c.token, bot.WithServerURL(c.apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(a.opts.PollTimeout, tracingClient{hc}),
 		bot.WithErrorsHandler(func(err error) { acc.log.Debug("telegram_client_error", "err", err) }))
@@ -540,7 +536,7 @@ func (t *Target) reply(replyTo string) *models.ReplyParameters {
 // sendFile uploads one file from the Transfer Plane with the method its kind takes (a photo
 // too large or of a type Telegram does not show as a photo goes as a document).
 func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo string) (int, error) {
-	if t.a.com.Files == nil {
+	if t.a.Files == nil {
 		return 0, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: no file store to read %s from", f.FileRef)
 	}
 	if f.ByteSize > MaxUpload {
@@ -549,7 +545,7 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo 
 	method := methodFor(f)
 	var msg *models.Message
 	err := t.acc.call(ctx, method, t.cfg.chatID, func(ctx context.Context) error {
-		_, rc, err := t.a.com.Files.Open(ctx, f.FileRef)
+		_, rc, err := t.a.Files.Open(ctx, f.FileRef)
 		if err != nil {
 			return err
 		}
