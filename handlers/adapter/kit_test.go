@@ -238,3 +238,33 @@ func (in *inbox) Discard(_ context.Context, ref string) error {
 	in.discarded = append(in.discarded, ref)
 	return nil
 }
+
+func TestKit_ReceivePrologue(t *testing.T) {
+	k := newKit()
+	refusal := profile.Errorf(profile.CodeUnauthorized, "bad secret")
+	rt := adapter.Route[kitConfig]{Path: "events", Refusal: refusal,
+		Accept: func(r *http.Request, c kitConfig) bool { return r.Header.Get("X-Secret") == c.Token }}
+	ch := adapter.Channel{ID: "ch1", Target: adapter.Binding{Config: json.RawMessage(`{"Token":"s3cret","Chat":"c1"}`)}}
+	request := func(path, secret string, body io.Reader) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/targets/kit/ch1/"+path, body)
+		r.SetPathValue("path", path)
+		r.Header.Set("X-Secret", secret)
+		return r
+	}
+	if _, _, err := k.StartReceive(request("other", "s3cret", strings.NewReader("{}")), ch, rt); profile.AsError(err).Code != profile.CodeNotFound {
+		t.Fatalf("another path = %v; want not_found", err)
+	}
+	// A refused request is answered before its body is read: an oversized body from someone
+	// without the secret is a refusal, not packet_too_large.
+	if _, _, err := k.StartReceive(request("events", "guess", io.NopCloser(failing{})), ch, rt); err != refusal {
+		t.Fatalf("a wrong secret = %v; want the refusal", err)
+	}
+	bad := adapter.Channel{ID: "ch0", Target: adapter.Binding{Config: json.RawMessage(`{}`)}}
+	if _, _, err := k.StartReceive(request("events", "", strings.NewReader("{}")), bad, rt); err != refusal {
+		t.Fatalf("a config that does not parse = %v; want the refusal", err)
+	}
+	c, body, err := k.StartReceive(request("events", "s3cret", strings.NewReader(`{"x":1}`)), ch, rt)
+	if err != nil || c.Chat != "c1" || string(body) != `{"x":1}` {
+		t.Fatalf("StartReceive = %+v, %q, %v", c, body, err)
+	}
+}

@@ -169,3 +169,29 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// Route is what a [Receiver] serves under each of its channels, for [Kit.StartReceive].
+type Route[C any] struct {
+	// Path is the route's last segment: POST /v1/targets/{adapter}/{channel}/{Path}.
+	Path string
+	// Accept checks the request against the channel's config before the body is read: the
+	// config takes this route, the request carries the channel's secret. nil accepts.
+	Accept func(r *http.Request, c C) bool
+	// Refusal answers a request whose channel config does not parse or that Accept refuses:
+	// the adapter's Refusal, so a refused request tells nothing of which channels exist.
+	Refusal error
+}
+
+// StartReceive is the receive prologue of a [Receiver]: another path than rt.Path is
+// not_found; ch's config is parsed and accepted, else the request is answered rt.Refusal, before
+// anything of the body is read; then the body is read ([ReadBody]).
+func (k Kit[C, P]) StartReceive(r *http.Request, ch Channel, rt Route[C]) (c C, body []byte, err error) {
+	if r.PathValue("path") != rt.Path {
+		return c, nil, profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}
+	if c, err = k.parse(ch.Target.Config); err != nil || (rt.Accept != nil && !rt.Accept(r, c)) {
+		return c, nil, rt.Refusal
+	}
+	body, err = ReadBody(r)
+	return c, body, err
+}

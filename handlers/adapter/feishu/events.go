@@ -35,6 +35,10 @@ var errRefused = profile.Errorf(profile.CodeUnauthorized, "bad or missing signat
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errRefused }
 
+// eventsRoute is the event subscription's request URL, for a channel whose config takes events.
+var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errRefused,
+	Accept: func(_ *http.Request, c *config) bool { return c.events() }}
+
 // MessageIDOf is the message_id of the user message of a Feishu message: the same message always
 // gives the same message_id, so an event delivered again is a duplicate.
 func MessageIDOf(feishuMessageID string) string {
@@ -78,14 +82,7 @@ type callback struct {
 // The URL verification is answered with its challenge. A person's message in one of the app's
 // bound chats becomes a user message of that chat's channel; 200 once it is durable.
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "events" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || !c.events() {
-		return "", errRefused
-	}
-	body, err := adapter.ReadBody(r)
+	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
 		return "", err
 	}

@@ -211,6 +211,10 @@ var errBadSignature = profile.Errorf(profile.CodeUnauthorized, "bad or missing X
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errBadSignature }
 
+// eventsRoute is the Events API request URL, for a channel with a signing secret.
+var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errBadSignature,
+	Accept: func(_ *http.Request, c *config) bool { return c.signingSecret != "" }}
+
 // Receive implements adapter.Receiver for POST /v1/targets/slack/{channel}/events, the app's
 // Events API request URL: the v0 signature (HMAC-SHA256 of "v0:{timestamp}:{body}" with the
 // channel's signing_secret) is compared in constant time and the timestamp must be within
@@ -218,14 +222,7 @@ func (a *Adapter) Refusal() error { return errBadSignature }
 // the bot's bound conversations becomes a user message of that conversation's channel, 200 once
 // it is durable (a failure is 503: Slack sends the event again).
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "events" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.signingSecret == "" {
-		return "", errBadSignature
-	}
-	body, err := adapter.ReadBody(r)
+	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
 		return "", err
 	}

@@ -268,25 +268,25 @@ var errBadSecret = profile.Errorf(profile.CodeUnauthorized, "bad or missing X-Te
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errBadSecret }
 
+// updatesRoute is the URL setWebhook gives Telegram, for a channel with "inbound": "webhook"; a
+// call carries the channel's secret token, compared in constant time.
+var updatesRoute = adapter.Route[*config]{Path: "updates", Refusal: errBadSecret,
+	Accept: func(r *http.Request, c *config) bool {
+		return c.inbound == InboundWebhook &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token")), []byte(c.webhookSecret)) == 1
+	}}
+
 // Receive implements adapter.Receiver for POST /v1/targets/telegram/{channel}/updates, the URL
 // setWebhook gave Telegram: the secret token is compared in constant time with the channel's
 // webhook_secret, and the update's message is submitted to the channels of its chat among the
 // bot's (a bot has one webhook, whichever of its channels set it last). 200 once it is durable;
 // a failure that may pass is answered 503, and Telegram calls again.
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "updates" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.inbound != InboundWebhook ||
-		subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token")), []byte(c.webhookSecret)) != 1 {
-		return "", errBadSecret
-	}
-	var u models.Update
-	body, err := adapter.ReadBody(r)
+	c, body, err := a.StartReceive(r, ch, updatesRoute)
 	if err != nil {
 		return "", err
 	}
+	var u models.Update
 	if err := json.Unmarshal(body, &u); err != nil {
 		return "", profile.Errorf(profile.CodeBadRequest, "not a Telegram update: %v", err)
 	}
