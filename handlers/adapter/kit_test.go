@@ -76,12 +76,17 @@ func TestKit_OpenAndPublicFromOneParse(t *testing.T) {
 func TestKit_PollPrologue(t *testing.T) {
 	k := newKit()
 	key := func(c kitConfig) string { return "acct." + c.Chat }
-	if got := k.PollKeyOf(adapter.Channel{Target: adapter.Binding{Config: json.RawMessage(`{}`)}}, key); got != "" {
+	polled := func(c kitConfig) bool { return c.Token == "" }
+	if got := k.PollKeyOf(adapter.Channel{Target: adapter.Binding{Config: json.RawMessage(`{}`)}}, polled, key); got != "" {
 		t.Fatalf("PollKeyOf a bad config = %q; want \"\" (not polled)", got)
 	}
 	ch := adapter.Channel{ID: "ch1", Target: adapter.Binding{Config: json.RawMessage(`{"Chat":"c1"}`)}}
-	if got := k.PollKeyOf(ch, key); got != "acct.c1" {
+	if got := k.PollKeyOf(ch, polled, key); got != "acct.c1" {
 		t.Fatalf("PollKeyOf = %q", got)
+	}
+	hooked := adapter.Channel{ID: "ch2", Target: adapter.Binding{Config: json.RawMessage(`{"Token":"t","Chat":"c2"}`)}}
+	if got := k.PollKeyOf(hooked, polled, key); got != "" {
+		t.Fatalf("PollKeyOf a channel that is not polled = %q; want \"\"", got)
 	}
 
 	if _, ok, err := k.StartPoll(feed{}); ok || err != nil {

@@ -101,11 +101,12 @@ func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, 
 	return "accepted", nil
 }
 
-// PollKeyOf is the poll key of ch by key, given ch's config: "" when the config does not parse
-// (such a channel is not polled). An adapter's PollKey is this with its own key function.
-func (k Kit[C, P]) PollKeyOf(ch Channel, key func(C) string) string {
+// PollKeyOf is ch's poll key: key of its config when polled says the config takes its messages
+// by polling, else "" (and "" when the config does not parse). An adapter's PollKey is this with
+// its own two functions.
+func (k Kit[C, P]) PollKeyOf(ch Channel, polled func(C) bool, key func(C) string) string {
 	c, err := k.parse(ch.Target.Config)
-	if err != nil {
+	if err != nil || !polled(c) {
 		return ""
 	}
 	return key(c)

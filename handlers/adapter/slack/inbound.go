@@ -63,12 +63,7 @@ type msgEvent struct {
 // PollKey implements adapter.Poller: the channels of one app with an app-level token share the
 // app's Socket Mode connection; "" without one.
 func (a *Adapter) PollKey(ch adapter.Channel) string {
-	return a.PollKeyOf(ch, func(c *config) string {
-		if c.appToken == "" {
-			return ""
-		}
-		return c.appKey()
-	})
+	return a.PollKeyOf(ch, func(c *config) bool { return c.appToken != "" }, (*config).appKey)
 }
 
 // Poll implements adapter.Poller: one Socket Mode connection for the app (apps.connections.open

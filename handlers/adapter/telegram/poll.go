@@ -44,12 +44,7 @@ func MessageIDOf(chatID int64, messageID int) string {
 // getUpdates loop (Telegram answers one getUpdates per bot at a time); "" with "inbound":
 // "webhook".
 func (a *Adapter) PollKey(ch adapter.Channel) string {
-	return a.PollKeyOf(ch, func(c *config) string {
-		if c.inbound != InboundPolling {
-			return ""
-		}
-		return c.botKey()
-	})
+	return a.PollKeyOf(ch, func(c *config) bool { return c.inbound == InboundPolling }, (*config).botKey)
 }
 
 // Poll implements adapter.Poller: getUpdates long polls from the offset in the feed's cursor;
