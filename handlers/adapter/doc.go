@@ -29,6 +29,46 @@
 // these errors are *[ConfigError] values: the field's path, what it takes and the problem, never
 // the value.
 //
-// This package imports no NATS and no HTTP; adapters live in
-// sub-packages (webhook, webchat).
+// # The adapter kit
+//
+// What every adapter needs lives here once, so a new adapter writes its config, its platform
+// calls and, where it has them, its poll or receive part:
+//
+//   - [Kit] is the [Opener] (Name, Open, Public) made from the adapter's name, its one parse
+//     function (target.config to a validated config), the config's public form and how a
+//     valid config opens a target; the adapter embeds it.
+//   - [Platform] is what an adapter of a chat platform embeds: its Kit, the [Common] options
+//     (Logger, HTTPClient, Files) with their [Common.Defaults], and [Clients], the per-account
+//     client cache (one client per bot or app, keyed by a digest of its credentials, made once
+//     under a lock, ended by Close). Its New copies the common options in and defaults only its
+//     own.
+//   - The poll prologue: [Kit.PollKeyOf] (a channel's poll key from its config) and
+//     [Kit.StartPoll] (the feed's channels and the account's config), so a [Poller] writes only
+//     its loop.
+//   - The receive prologue: [Kit.StartReceive] with the adapter's [Route] (its path, the
+//     config's and the secret's check before the body is read, the refusal) and [ReadBody], so
+//     a [Receiver] writes only what it does with the platform's call.
+//   - [FileOrNote]: a user's file is fetched into the Transfer Plane through the [Inbox], or,
+//     when it cannot be passed on, named in the text ([Unpassed]); [Submit] submits the message
+//     and names the outcome.
+//
+// A platform adapter then reads:
+//
+//	type Adapter struct {
+//		adapter.Platform[*config, publicConfig, *client]
+//	}
+//
+//	func New(opts Options) *Adapter {
+//		a := &Adapter{}
+//		a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
+//		a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+//		return a
+//	}
+//
+//	func (a *Adapter) open(c *config) (adapter.Target, error) {
+//		return &Target{cli: a.Accounts.Get(c.accountKey(), func() *client { return newClient(c, a.HTTPClient) }), cfg: c}, nil
+//	}
+//
+// This package imports no NATS; adapters live in sub-packages (webhook, webchat, matrix,
+// telegram, feishu, slack).
 package adapter

@@ -100,3 +100,99 @@ func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, 
 	}
 	return "accepted", nil
 }
+
+// PollKeyOf is ch's poll key: key of its config when polled says the config takes its messages
+// by polling, else "" (and "" when the config does not parse). An adapter's PollKey is this with
+// its own two functions.
+func (k Kit[C, P]) PollKeyOf(ch Channel, polled func(C) bool, key func(C) string) string {
+	c, err := k.parse(ch.Target.Config)
+	if err != nil || !polled(c) {
+		return ""
+	}
+	return key(c)
+}
+
+// PollStart is what a Poll starts from: the feed's channels and the config of the first, which
+// names the account (a bot, an app) every channel of the poll key shares.
+type PollStart[C any] struct {
+	Channels []Channel
+	Account  C
+}
+
+// StartPoll is the poll prologue every Poll begins with. ok is false when the feed has no
+// channels (the Poll has nothing to read and returns nil); the first channel's config failing
+// to parse is the error.
+func (k Kit[C, P]) StartPoll(feed Feed) (p PollStart[C], ok bool, err error) {
+	p.Channels = feed.Channels()
+	if len(p.Channels) == 0 {
+		return p, false, nil
+	}
+	if p.Account, err = k.parse(p.Channels[0].Target.Config); err != nil {
+		return p, false, err
+	}
+	return p, true, nil
+}
+
+// FileOrNote passes one file of a user message on: fetch stores it in the Transfer Plane through
+// in (Inbox.PutFile) and it is added to m.Files. A failure that will not pass however often the
+// message is read (a *profile.Error that is not retryable: too large, gone, refused) names the
+// file in m.Text instead ([Unpassed]), so the message says so rather than the file vanishing.
+// Any other failure is returned, after the message's files stored so far are discarded: the
+// platform's message is read again, and nothing of it stays behind meanwhile.
+func FileOrNote(ctx context.Context, in Inbox, m *profile.Message, name string, fetch func() (profile.File, error)) error {
+	f, err := fetch()
+	var pe *profile.Error
+	switch {
+	case errors.As(err, &pe) && !pe.Retryable:
+		m.Text = Unpassed(m.Text, name, pe.Message)
+	case err != nil:
+		for _, done := range m.Files {
+			_ = in.Discard(context.WithoutCancel(ctx), done.FileRef)
+		}
+		return err
+	default:
+		m.Files = append(m.Files, f)
+	}
+	return nil
+}
+
+// ReadBody is the receive prologue: the body of a request the gateway routed to a [Receiver]
+// (bounded by XIM_MAX_PACKET_BYTES). A body past the bound is a *profile.Error
+// packet_too_large, another failure to read it bad_request.
+func ReadBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
+		}
+		return nil, profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+	}
+	return body, nil
+}
+
+// Route is what a [Receiver] serves under each of its channels, for [Kit.StartReceive].
+type Route[C any] struct {
+	// Path is the route's last segment: POST /v1/targets/{adapter}/{channel}/{Path}.
+	Path string
+	// Accept checks the request against the channel's config before the body is read: the
+	// config takes this route, the request carries the channel's secret. nil accepts.
+	Accept func(r *http.Request, c C) bool
+	// Refusal answers a request whose channel config does not parse or that Accept refuses:
+	// the adapter's Refusal, so a refused request tells nothing of which channels exist.
+	Refusal error
+}
+
+// StartReceive is the receive prologue of a [Receiver]: another path than rt.Path is
+// not_found; ch's config is parsed and accepted, else the request is answered rt.Refusal, before
+// anything of the body is read; then the body is read ([ReadBody]).
+func (k Kit[C, P]) StartReceive(r *http.Request, ch Channel, rt Route[C]) (c C, body []byte, err error) {
+	if r.PathValue("path") != rt.Path {
+		return c, nil, profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}
+	if c, err = k.parse(ch.Target.Config); err != nil || (rt.Accept != nil && !rt.Accept(r, c)) {
+		return c, nil, rt.Refusal
+	}
+	body, err = ReadBody(r)
+	return c, body, err
+}

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,6 +34,10 @@ var errRefused = profile.Errorf(profile.CodeUnauthorized, "bad or missing signat
 
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errRefused }
+
+// eventsRoute is the event subscription's request URL, for a channel whose config takes events.
+var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errRefused,
+	Accept: func(_ *http.Request, c *config) bool { return c.events() }}
 
 // MessageIDOf is the message_id of the user message of a Feishu message: the same message always
 // gives the same message_id, so an event delivered again is a duplicate.
@@ -79,20 +82,9 @@ type callback struct {
 // The URL verification is answered with its challenge. A person's message in one of the app's
 // bound chats becomes a user message of that chat's channel; 200 once it is durable.
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "events" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || !c.events() {
-		return "", errRefused
-	}
-	body, err := io.ReadAll(r.Body)
+	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
-		}
-		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+		return "", err
 	}
 	plain := body
 	var sealed struct {
@@ -137,7 +129,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 				continue
 			}
 			if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID)); err != nil {
-				a.log.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
+				a.Logger.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
 				return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Feishu sends it again")
 			}
 		}
@@ -164,7 +156,7 @@ func (a *Adapter) signed(r *http.Request, body []byte, key string) bool {
 	if err != nil || sig == "" {
 		return false
 	}
-	if d := time.Since(time.Unix(secs, 0)); d > a.opts.SignatureWindow || d < -a.opts.SignatureWindow {
+	if d := time.Since(time.Unix(secs, 0)); d > a.window || d < -a.window {
 		return false
 	}
 	h := sha256.New()
@@ -241,18 +233,11 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 		return "ignored", nil // stickers, shares, system messages
 	}
 	if file != nil {
-		f, err := a.fetch(ctx, c, fm.MessageID, *file, in)
-		var pe *profile.Error
-		switch {
-		case errors.As(err, &pe) && !pe.Retryable:
-			m.Text = adapter.Unpassed(m.Text, file.name, pe.Message)
-		case err != nil:
+		if err := adapter.FileOrNote(ctx, in, &m, file.name, func() (profile.File, error) { return a.fetch(ctx, c, fm.MessageID, *file, in) }); err != nil {
 			return "", err
-		default:
-			m.Files = append(m.Files, f)
 		}
 	}
-	return adapter.Submit(ctx, in, m, a.log, "feishu_message_refused", channel)
+	return adapter.Submit(ctx, in, m, a.Logger, "feishu_message_refused", channel)
 }
 
 // inFile is the file of a user message.

@@ -36,7 +36,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -79,62 +78,34 @@ type Options struct {
 }
 
 // Adapter binds channels to Feishu chats. One client per app (base URL, App ID and secret) is
-// shared by every channel of that app.
+// shared by every channel of that app. Its Public shows a config without the app secret, the
+// verification token and the encrypt key; Open makes no call (Probe checks the config against
+// Feishu).
 type Adapter struct {
-	opts Options
-	log  *slog.Logger
-
-	mu   sync.Mutex
-	apps map[string]*app
+	adapter.Platform[*config, publicConfig, *app]
+	window time.Duration // Options.SignatureWindow
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = adapter.NewHTTPClient(30 * time.Second)
-	}
 	if opts.SignatureWindow <= 0 {
 		opts.SignatureWindow = 5 * time.Minute
 	}
-	return &Adapter{opts: opts, log: opts.Logger, apps: map[string]*app{}}
+	a := &Adapter{window: opts.SignatureWindow}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
+	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	return a
 }
 
-// Name implements adapter.Opener.
-func (a *Adapter) Name() string { return Name }
-
-// Public implements adapter.Opener: the config without the app secret, the verification token
-// and the encrypt key.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
-}
-
-// Open implements adapter.Opener. No call is made (Probe checks the config against Feishu).
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, app: a.app(c), cfg: c}, nil
 }
 
 func (a *Adapter) app(c *config) *app {
-	key := c.appKey()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ap, ok := a.apps[key]; ok {
-		return ap
-	}
-	ap := &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.opts.HTTPClient,
-		until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}}
-	a.apps[key] = ap
-	return ap
+	return a.Accounts.Get(c.appKey(), func() *app {
+		return &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.HTTPClient,
+			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}}
+	})
 }
 
 var (
@@ -376,7 +347,7 @@ func (t *Target) sendMessage(ctx context.Context, msgType, content, uuid, replyT
 // sendFile uploads a file from the Transfer Plane (an image through the image API, anything
 // else through the file API) and sends it.
 func (t *Target) sendFile(ctx context.Context, f adapter.File, uuid, replyTo string) (string, error) {
-	if t.a.opts.Files == nil {
+	if t.a.Files == nil {
 		return "", profile.Errorf(profile.CodeTargetDeliveryFailed, "feishu: no file store to read %s from", f.FileRef)
 	}
 	image := f.Type == "image" && f.ByteSize <= MaxImageUpload && imageMime(f.MimeType)
@@ -384,7 +355,7 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, uuid, replyTo str
 		return "", profile.Errorf(profile.CodeTargetDeliveryFailed, "feishu: %s is %d bytes; the file API takes at most %d", f.Filename, f.ByteSize, MaxFileUpload)
 	}
 	form := func(mw *multipart.Writer) error {
-		_, rc, err := t.a.opts.Files.Open(ctx, f.FileRef)
+		_, rc, err := t.a.Files.Open(ctx, f.FileRef)
 		if err != nil {
 			return err
 		}

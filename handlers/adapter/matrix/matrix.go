@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,47 +63,26 @@ type Options struct {
 }
 
 // Adapter binds channels to Matrix rooms. One client per bot account (homeserver and access
-// token) is shared by every channel of that account, with the account's rate-limit pause.
+// token) is shared by every channel of that account, with the account's rate-limit pause. Its
+// Public shows a config without the access token; Open makes no call (Probe checks the config
+// against the server).
 type Adapter struct {
-	opts Options
-	log  *slog.Logger
-
-	mu       sync.Mutex
-	accounts map[string]*account
+	adapter.Platform[*config, publicConfig, *account]
+	sync time.Duration // Options.SyncTimeout
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = SyncTimeout
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = adapter.NewHTTPClient(0)
-	}
-	return &Adapter{opts: opts, log: opts.Logger, accounts: map[string]*account{}}
+	a := &Adapter{sync: opts.SyncTimeout}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
+	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	return a
 }
 
-// Name implements adapter.Opener.
-func (a *Adapter) Name() string { return Name }
-
-// Public implements adapter.Opener: the config without the access token.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
-}
-
-// Open implements adapter.Opener. No call is made (Probe checks the config against the server).
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+func (a *Adapter) open(c *config) (adapter.Target, error) {
 	acc, err := a.account(c)
 	if err != nil {
 		return nil, err
@@ -168,21 +146,15 @@ type account struct {
 
 func (a *Adapter) account(c *config) (*account, error) {
 	sum := sha256.Sum256([]byte(c.accessToken))
-	key := c.homeserver + "\x00" + hex.EncodeToString(sum[:])
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if acc, ok := a.accounts[key]; ok {
-		return acc, nil
-	}
-	cli, err := mautrix.NewClient(c.homeserver, "", c.accessToken)
-	if err != nil {
-		return nil, &adapter.ConfigError{Field: "homeserver", Problem: err.Error()}
-	}
-	cli.Client = a.opts.HTTPClient
-	cli.UserAgent = "ximd"
-	acc := &account{cli: cli}
-	a.accounts[key] = acc
-	return acc, nil
+	return a.Accounts.TryGet(c.homeserver+"\x00"+hex.EncodeToString(sum[:]), func() (*account, error) {
+		cli, err := mautrix.NewClient(c.homeserver, "", c.accessToken)
+		if err != nil {
+			return nil, &adapter.ConfigError{Field: "homeserver", Problem: err.Error()}
+		}
+		cli.Client = a.HTTPClient
+		cli.UserAgent = "ximd"
+		return &account{cli: cli}, nil
+	})
 }
 
 // user is the bot's user id (whoami, once).
@@ -374,10 +346,10 @@ func (t *Target) events(ctx context.Context, m adapter.Message) ([]outEvent, err
 
 // upload copies a stored file into the media repository and returns its event content.
 func (t *Target) upload(ctx context.Context, f adapter.File) (map[string]any, error) {
-	if t.a.opts.Files == nil {
+	if t.a.Files == nil {
 		return nil, profile.Errorf(profile.CodeTargetDeliveryFailed, "files: this worker has no file store")
 	}
-	meta, body, err := t.a.opts.Files.Open(ctx, f.FileRef)
+	meta, body, err := t.a.Files.Open(ctx, f.FileRef)
 	if err != nil {
 		return nil, err
 	}

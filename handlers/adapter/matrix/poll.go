@@ -51,16 +51,15 @@ func (a *Adapter) PollKey(ch adapter.Channel) string { return ch.ID }
 // before it are submitted, so a restart replays at most the last batch, which the message_id
 // makes one message each.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	chans := feed.Channels()
-	if len(chans) != 1 {
-		return fmt.Errorf("matrix: a poll key serves one channel, not %d", len(chans))
+	if n := len(feed.Channels()); n != 1 {
+		return fmt.Errorf("matrix: a poll key serves one channel, not %d", n)
 	}
-	ch := chans[0]
-	in := feed.Inbox(ch.ID)
-	c, err := parseConfig(ch.Target.Config)
+	p, _, err := a.StartPoll(feed)
 	if err != nil {
 		return err
 	}
+	ch, c := p.Channels[0], p.Account
+	in := feed.Inbox(ch.ID)
 	acc, err := a.account(c)
 	if err != nil {
 		return err
@@ -78,7 +77,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	if err != nil {
 		return err
 	}
-	log := a.log.With("channel", ch.ID)
+	log := a.Logger.With("channel", ch.ID)
 	if since == "" {
 		// The channel's first poll: what was said from its binding on is the agent's, the
 		// initial sync's timeline read back as far as that.
@@ -112,7 +111,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 		since = resp.NextBatch
 	}
 	for {
-		resp, err := acc.sync(ctx, a.opts.SyncTimeout, since, filter)
+		resp, err := acc.sync(ctx, a.sync, since, filter)
 		if err != nil {
 			return err
 		}
@@ -179,16 +178,11 @@ func (a *Adapter) receive(ctx context.Context, acc *account, ev *event.Event, in
 		} else if c.Body != c.Filename {
 			m.Text = c.Body // a caption
 		}
-		f, err := a.fetch(ctx, acc, c.URL, fileType(event.MessageType(c.MsgType)), name, c.Info.MimeType, in)
-		var pe *profile.Error
-		switch {
-		case errors.As(err, &pe) && !pe.Retryable:
-			// Too large, or gone: the message says so rather than vanish.
-			m.Text = adapter.Unpassed(m.Text, name, pe.Message)
-		case err != nil:
+		// A file too large, or gone, is named in the text: the message says so rather than vanish.
+		if err := adapter.FileOrNote(ctx, in, &m, name, func() (profile.File, error) {
+			return a.fetch(ctx, acc, c.URL, fileType(event.MessageType(c.MsgType)), name, c.Info.MimeType, in)
+		}); err != nil {
 			return err
-		default:
-			m.Files = append(m.Files, f)
 		}
 	default:
 		return nil

@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,11 +63,7 @@ type msgEvent struct {
 // PollKey implements adapter.Poller: the channels of one app with an app-level token share the
 // app's Socket Mode connection; "" without one.
 func (a *Adapter) PollKey(ch adapter.Channel) string {
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.appToken == "" {
-		return ""
-	}
-	return c.appKey()
+	return a.PollKeyOf(ch, func(c *config) bool { return c.appToken != "" }, (*config).appKey)
 }
 
 // Poll implements adapter.Poller: one Socket Mode connection for the app (apps.connections.open
@@ -77,15 +71,12 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 // so Slack sends an envelope again that a crash left unacknowledged (the message_id makes it one
 // message). No cursor: Slack keeps the position.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	chans := feed.Channels()
-	if len(chans) == 0 {
-		return nil
-	}
-	c, err := parseConfig(chans[0].Target.Config)
-	if err != nil {
+	p, ok, err := a.StartPoll(feed)
+	if !ok {
 		return err
 	}
-	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.opts.HTTPClient))
+	chans, c := p.Channels, p.Account
+	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.HTTPClient))
 	client := socketmode.New(api)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -114,7 +105,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 					continue
 				}
 				if _, err := a.dispatch(ctx, cb, chans, feed, func(cc *config) bool { return cc.appKey() == c.appKey() }); err != nil {
-					a.log.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
+					a.Logger.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
 					continue // not acknowledged: Slack sends it again
 				}
 				_ = client.Ack(*evt.Request)
@@ -163,21 +154,13 @@ func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel s
 		m.CreatedAt = int64(secs * 1000)
 	}
 	for _, f := range ev.Files {
-		pf, err := a.fetch(ctx, c, f.URLPrivate, f.Name, f.Mimetype, in)
-		var pe *profile.Error
-		switch {
-		case errors.As(err, &pe) && !pe.Retryable:
-			m.Text = adapter.Unpassed(m.Text, f.Name, pe.Message)
-		case err != nil:
-			for _, done := range m.Files {
-				_ = in.Discard(context.WithoutCancel(ctx), done.FileRef)
-			}
+		if err := adapter.FileOrNote(ctx, in, &m, f.Name, func() (profile.File, error) {
+			return a.fetch(ctx, c, f.URLPrivate, f.Name, f.Mimetype, in)
+		}); err != nil {
 			return "", err
-		default:
-			m.Files = append(m.Files, pf)
 		}
 	}
-	return adapter.Submit(ctx, in, m, a.log, "slack_message_refused", channel)
+	return adapter.Submit(ctx, in, m, a.Logger, "slack_message_refused", channel)
 }
 
 // fetch copies a file of a message from its url_private (the bot token in the Authorization
@@ -188,7 +171,7 @@ func (a *Adapter) fetch(ctx context.Context, c *config, url, name, mime string, 
 		return profile.File{}, profile.Errorf(profile.CodeFileDownloadFailed, "not a file URL")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.botToken)
-	resp, err := a.opts.HTTPClient.Do(req)
+	resp, err := a.HTTPClient.Do(req)
 	if err != nil {
 		return profile.File{}, profile.Errorf(profile.CodeTargetUnavailable, "slack file download: %v", describe(err))
 	}
@@ -223,6 +206,10 @@ var errBadSignature = profile.Errorf(profile.CodeUnauthorized, "bad or missing X
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errBadSignature }
 
+// eventsRoute is the Events API request URL, for a channel with a signing secret.
+var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errBadSignature,
+	Accept: func(_ *http.Request, c *config) bool { return c.signingSecret != "" }}
+
 // Receive implements adapter.Receiver for POST /v1/targets/slack/{channel}/events, the app's
 // Events API request URL: the v0 signature (HMAC-SHA256 of "v0:{timestamp}:{body}" with the
 // channel's signing_secret) is compared in constant time and the timestamp must be within
@@ -230,20 +217,9 @@ func (a *Adapter) Refusal() error { return errBadSignature }
 // the bot's bound conversations becomes a user message of that conversation's channel, 200 once
 // it is durable (a failure is 503: Slack sends the event again).
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "events" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.signingSecret == "" {
-		return "", errBadSignature
-	}
-	body, err := io.ReadAll(r.Body)
+	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
-		}
-		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+		return "", err
 	}
 	if !a.signed(r, body, c.signingSecret) {
 		return "", errBadSignature
@@ -261,7 +237,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	defer cancel()
 	outcome, err := a.dispatch(ctx, cb, in.Channels(), in, func(cc *config) bool { return cc.workspaceKey() == c.workspaceKey() })
 	if err != nil {
-		a.log.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
+		a.Logger.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
 		return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Slack sends it again")
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -277,7 +253,7 @@ func (a *Adapter) signed(r *http.Request, body []byte, secret string) bool {
 	if err != nil || !strings.HasPrefix(sig, "v0=") {
 		return false
 	}
-	if d := time.Since(time.Unix(secs, 0)); d > a.opts.SignatureWindow || d < -a.opts.SignatureWindow {
+	if d := time.Since(time.Unix(secs, 0)); d > a.window || d < -a.window {
 		return false
 	}
 	mac := hmac.New(sha256.New, []byte(secret))

@@ -25,7 +25,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -69,47 +68,25 @@ type Options struct {
 }
 
 // Adapter binds channels to Slack conversations. One client per bot (API and bot token) is
-// shared by every channel of that bot.
+// shared by every channel of that bot. Its Public shows a config without tokens and the signing
+// secret; Open makes no call (Probe checks the config against Slack).
 type Adapter struct {
-	opts Options
-	log  *slog.Logger
-
-	mu  sync.Mutex
-	bot map[string]*workspace
+	adapter.Platform[*config, publicConfig, *workspace]
+	window time.Duration // Options.SignatureWindow
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = adapter.NewHTTPClient(30 * time.Second)
-	}
 	if opts.SignatureWindow <= 0 {
 		opts.SignatureWindow = 5 * time.Minute
 	}
-	return &Adapter{opts: opts, log: opts.Logger, bot: map[string]*workspace{}}
+	a := &Adapter{window: opts.SignatureWindow}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
+	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	return a
 }
 
-// Name implements adapter.Opener.
-func (a *Adapter) Name() string { return Name }
-
-// Public implements adapter.Opener: the config without tokens and the signing secret.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
-}
-
-// Open implements adapter.Opener. No call is made (Probe checks the config against Slack).
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, ws: a.workspace(c), cfg: c}, nil
 }
 
@@ -128,16 +105,11 @@ type workspace struct {
 }
 
 func (a *Adapter) workspace(c *config) *workspace {
-	key := c.workspaceKey()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ws, ok := a.bot[key]; ok {
-		return ws
-	}
-	ws := &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(a.opts.HTTPClient)), http: a.opts.HTTPClient, tok: c.botToken,
-		until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{}}
-	a.bot[key] = ws
-	return ws
+	return a.Accounts.Get(c.workspaceKey(), func() *workspace {
+		hc := a.HTTPClient
+		return &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(hc)), http: hc, tok: c.botToken,
+			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{}}
+	})
 }
 
 // call runs one Web API method for a conversation: none while a 429's Retry-After runs for it
@@ -314,7 +286,7 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 			t.ws.mu.Lock()
 			t.ws.noStream[t.cfg.channelID] = true // edit streaming from now on
 			t.ws.mu.Unlock()
-			t.a.log.Info("slack_stream_not_supported", "channel_id", t.cfg.channelID)
+			t.a.Logger.Info("slack_stream_not_supported", "channel_id", t.cfg.channelID)
 		}
 		return t.post(ctx, truncate(m.Text), t.thread(m.ReplyTo), metadata(m.IdempotencyKey, 0, false, ""))
 	}

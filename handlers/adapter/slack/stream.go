@@ -186,12 +186,12 @@ func (t *Target) find(ctx context.Context, match func(slack.Message) bool) (slac
 // upload shares a file from the Transfer Plane in the conversation (files.getUploadURLExternal,
 // the upload, files.completeUploadExternal) and returns its file id.
 func (t *Target) upload(ctx context.Context, f adapter.File, thread string) (string, error) {
-	if t.a.opts.Files == nil {
+	if t.a.Files == nil {
 		return "", profile.Errorf(profile.CodeTargetDeliveryFailed, "slack: no file store to read %s from", f.FileRef)
 	}
 	var id string
 	err := t.ws.call(ctx, "files.completeUploadExternal", t.cfg.channelID, func(ctx context.Context) error {
-		meta, rc, err := t.a.opts.Files.Open(ctx, f.FileRef)
+		meta, rc, err := t.a.Files.Open(ctx, f.FileRef)
 		if err != nil {
 			return err
 		}

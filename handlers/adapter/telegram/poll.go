@@ -44,11 +44,7 @@ func MessageIDOf(chatID int64, messageID int) string {
 // getUpdates loop (Telegram answers one getUpdates per bot at a time); "" with "inbound":
 // "webhook".
 func (a *Adapter) PollKey(ch adapter.Channel) string {
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.inbound != InboundPolling {
-		return ""
-	}
-	return c.botKey()
+	return a.PollKeyOf(ch, func(c *config) bool { return c.inbound == InboundPolling }, (*config).botKey)
 }
 
 // Poll implements adapter.Poller: getUpdates long polls from the offset in the feed's cursor;
@@ -58,14 +54,11 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 // it, so a restart reads at most the last batch again, which the message_id makes one message
 // each.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	chans := feed.Channels()
-	if len(chans) == 0 {
-		return nil
-	}
-	c, err := parseConfig(chans[0].Target.Config)
-	if err != nil {
+	p, ok, err := a.StartPoll(feed)
+	if !ok {
 		return err
 	}
+	c := p.Account
 	acc := a.account(c)
 	cursor, err := feed.Cursor(ctx)
 	if err != nil {
@@ -77,7 +70,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 			return fmt.Errorf("telegram: bad saved offset %q", cursor)
 		}
 	}
-	routes := routesOf(chans, c.botKey())
+	routes := routesOf(p.Channels, c.botKey())
 	for {
 		updates, err := acc.getUpdates(ctx, offset, a.opts.PollTimeout)
 		if err != nil {
@@ -152,20 +145,12 @@ func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, 
 	if msg.Text == "" {
 		msg.Text = m.Caption
 	}
-	if f, ok := fileOf(m); ok {
-		stored, err := a.fetch(ctx, acc, f, in)
-		var pe *profile.Error
-		switch {
-		case errors.As(err, &pe) && !pe.Retryable:
-			// Too large, or gone: the message says so rather than vanish.
-			msg.Text = adapter.Unpassed(msg.Text, f.name, pe.Message)
-		case err != nil:
+	if f, ok := fileOf(m); ok { // too large, or gone: the message says so rather than vanish
+		if err := adapter.FileOrNote(ctx, in, &msg, f.name, func() (profile.File, error) { return a.fetch(ctx, acc, f, in) }); err != nil {
 			return "", err
-		default:
-			msg.Files = append(msg.Files, stored)
 		}
 	}
-	return adapter.Submit(ctx, in, msg, a.log, "telegram_message_refused", channel)
+	return adapter.Submit(ctx, in, msg, a.Logger, "telegram_message_refused", channel)
 }
 
 // inFile is the file of a user message.
@@ -278,29 +263,25 @@ var errBadSecret = profile.Errorf(profile.CodeUnauthorized, "bad or missing X-Te
 // Refusal implements adapter.Receiver.
 func (a *Adapter) Refusal() error { return errBadSecret }
 
+// updatesRoute is the URL setWebhook gives Telegram, for a channel with "inbound": "webhook"; a
+// call carries the channel's secret token, compared in constant time.
+var updatesRoute = adapter.Route[*config]{Path: "updates", Refusal: errBadSecret,
+	Accept: func(r *http.Request, c *config) bool {
+		return c.inbound == InboundWebhook &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token")), []byte(c.webhookSecret)) == 1
+	}}
+
 // Receive implements adapter.Receiver for POST /v1/targets/telegram/{channel}/updates, the URL
 // setWebhook gave Telegram: the secret token is compared in constant time with the channel's
 // webhook_secret, and the update's message is submitted to the channels of its chat among the
 // bot's (a bot has one webhook, whichever of its channels set it last). 200 once it is durable;
 // a failure that may pass is answered 503, and Telegram calls again.
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
-	if r.PathValue("path") != "updates" {
-		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}
-	c, err := parseConfig(ch.Target.Config)
-	if err != nil || c.inbound != InboundWebhook ||
-		subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token")), []byte(c.webhookSecret)) != 1 {
-		return "", errBadSecret
+	c, body, err := a.StartReceive(r, ch, updatesRoute)
+	if err != nil {
+		return "", err
 	}
 	var u models.Update
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
-		}
-		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
-	}
 	if err := json.Unmarshal(body, &u); err != nil {
 		return "", profile.Errorf(profile.CodeBadRequest, "not a Telegram update: %v", err)
 	}
@@ -312,7 +293,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 				continue
 			}
 			if outcome, err = a.receive(r.Context(), acc, m, route.ID, in.Inbox(route.ID)); err != nil {
-				a.log.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
+				a.Logger.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
 				return "", profile.Errorf(profile.CodeUnavailable, "the update could not be stored; Telegram sends it again")
 			}
 		}

@@ -30,7 +30,6 @@ package telegram
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -92,48 +91,27 @@ type Options struct {
 }
 
 // Adapter binds channels to Telegram chats. One client per bot (API server and token) is shared
-// by every channel of that bot, with each chat's budget and rate-limit pause.
+// by every channel of that bot, with each chat's budget and rate-limit pause. Its Public shows a
+// config without the token and the webhook secret; Open makes no call (Probe checks the config
+// against Telegram).
 type Adapter struct {
-	opts Options
-	log  *slog.Logger
-
-	mu   sync.Mutex
-	bots map[string]*account
+	adapter.Platform[*config, publicConfig, *account]
+	opts Options // PublicURL and PollTimeout
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opts.PollTimeout <= 0 {
 		opts.PollTimeout = PollTimeout
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = adapter.NewHTTPClient(0)
-	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
-	return &Adapter{opts: opts, log: opts.Logger, bots: map[string]*account{}}
+	a := &Adapter{opts: opts}
+	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
+	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	return a
 }
 
-// Name implements adapter.Opener.
-func (a *Adapter) Name() string { return Name }
-
-// Public implements adapter.Opener: the config without the token and the webhook secret.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
-}
-
-// Open implements adapter.Opener. No call is made (Probe checks the config against Telegram).
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+func (a *Adapter) open(c *config) (adapter.Target, error) {
 	return &Target{a: a, acc: a.account(c), cfg: c}, nil
 }
 
@@ -219,21 +197,20 @@ type chatState struct {
 const maxPartsKeys = 4096
 
 func (a *Adapter) account(c *config) *account {
-	key := c.botKey()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if acc, ok := a.bots[key]; ok {
-		return acc
-	}
-	acc := &account{key: key, apiURL: c.apiURL, token: c.token, botID: c.botID(), http: a.opts.HTTPClient, log: a.log,
+	return a.Accounts.Get(c.botKey(), func() *account { return a.newAccount(c) })
+}
+
+// newAccount makes the client of c's bot.
+func (a *Adapter) newAccount(c *config) *account {
+	hc := a.HTTPClient
+	acc := &account{key: c.botKey(), apiURL: c.apiURL, token: c.token, botID: c.botID(), http: hc, log: a.Logger,
 		chats: map[int64]*chatState{}, parts: map[string][]int{}}
-	b, err := bot.New(c.token, bot.WithServerURL(c.apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(a.opts.PollTimeout, tracingClient{a.opts.HTTPClient}),
+	b, err := bot.New(c.token, bot.WithServerURL(c.apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(a.opts.PollTimeout, tracingClient{hc}),
 		bot.WithErrorsHandler(func(err error) { acc.log.Debug("telegram_client_error", "err", err) }))
 	if err != nil {
 		panic(fmt.Sprintf("telegram: bot.New with a validated token: %v", err)) // only an empty token fails
 	}
 	acc.bot = b
-	a.bots[key] = acc
 	return acc
 }
 
@@ -559,7 +536,7 @@ func (t *Target) reply(replyTo string) *models.ReplyParameters {
 // sendFile uploads one file from the Transfer Plane with the method its kind takes (a photo
 // too large or of a type Telegram does not show as a photo goes as a document).
 func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo string) (int, error) {
-	if t.a.opts.Files == nil {
+	if t.a.Files == nil {
 		return 0, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: no file store to read %s from", f.FileRef)
 	}
 	if f.ByteSize > MaxUpload {
@@ -568,7 +545,7 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo 
 	method := methodFor(f)
 	var msg *models.Message
 	err := t.acc.call(ctx, method, t.cfg.chatID, func(ctx context.Context) error {
-		_, rc, err := t.a.opts.Files.Open(ctx, f.FileRef)
+		_, rc, err := t.a.Files.Open(ctx, f.FileRef)
 		if err != nil {
 			return err
 		}

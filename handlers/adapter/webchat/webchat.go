@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,8 +29,12 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Adapter is the webchat [adapter.Opener]. It is safe for concurrent use.
+// Adapter is the webchat [adapter.Opener]. It is safe for concurrent use. Its Name is
+// "webchat"; its Public is the config without the secret and the stamped channel; Open returns
+// the channel's target. A target opened from a config without the stamped channel id (the
+// channels API's validation) cannot write: its calls fail with target_delivery_failed.
 type Adapter struct {
+	adapter.Kit[Config, publicConfig]
 	store *Store
 	log   *slog.Logger
 	now   func() time.Time
@@ -44,18 +47,13 @@ func New(opts Options) (*Adapter, error) {
 	if opts.JetStream == nil {
 		return nil, errors.New("webchat: JetStream is required")
 	}
-	a := &Adapter{store: NewStore(opts.JetStream), log: opts.Logger, now: opts.Now}
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
+	a := &Adapter{store: NewStore(opts.JetStream), log: adapter.OrDiscard(opts.Logger), now: opts.Now}
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.Kit = adapter.NewKit(Name, ParseConfig, Config.public, a.open)
 	return a, nil
 }
-
-// Name is "webchat".
-func (a *Adapter) Name() string { return Name }
 
 // Store is the adapter's store (the gateway's page handler reads and writes the same items).
 func (a *Adapter) Store() *Store { return a.store }
@@ -65,24 +63,8 @@ func (a *Adapter) Store() *Store { return a.store }
 // A message is found by its idempotency key, so an interrupted delivery is settled by lookup.
 var Capabilities = adapter.Capabilities{Streaming: adapter.StreamingEdit, Activity: adapter.ActivityStatus, Reply: adapter.ReplyNative, InDoubt: adapter.InDoubtLookup}
 
-// Open validates config and returns the channel's adapter. A target opened from a config
-// without the stamped channel id (the channels API's validation) cannot write: its calls fail
-// with target_delivery_failed.
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+func (a *Adapter) open(c Config) (adapter.Target, error) {
 	return &Target{a: a, channel: c.Channel}, nil
-}
-
-// Public returns the config without the secret and the stamped channel.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
 }
 
 // Target is one channel's webchat: its messages and status are items of stream XIM_WEBCHAT,

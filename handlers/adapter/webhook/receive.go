@@ -62,13 +62,9 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if r.PathValue("path") != "messages" {
 		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := adapter.ReadBody(r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return "", profile.Errorf(profile.CodePacketTooLarge, "body exceeds %d bytes", tooLarge.Limit)
-		}
-		return "", profile.Errorf(profile.CodeBadRequest, "body: %v", err)
+		return "", err
 	}
 	cfg, err := a.InboundOf(ch.Target.Config)
 	if err != nil {

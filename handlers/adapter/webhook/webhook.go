@@ -61,8 +61,10 @@ type Options struct {
 }
 
 // Adapter is the webhook [adapter.Opener]. It is safe for concurrent use;
-// all targets it opens share its HTTP client.
+// all targets it opens share its HTTP client. Its Name is "webhook"; its Public is the config
+// with defaults filled in and the secret removed: {"url","chat_id","streaming","activity","timeout"}.
 type Adapter struct {
+	adapter.Kit[*config, publicConfig]
 	client *http.Client
 	owned  bool // client was built by New; Close may close its connections
 	log    *slog.Logger
@@ -73,14 +75,12 @@ var _ adapter.Opener = (*Adapter)(nil)
 
 // New returns the webhook adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{client: opts.Client, log: opts.Logger, fetch: opts.Fetcher}
+	a := &Adapter{client: opts.Client, log: adapter.OrDiscard(opts.Logger), fetch: opts.Fetcher}
 	if a.client == nil {
 		a.client = newClient()
 		a.owned = true
 	}
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
+	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }
 
@@ -102,15 +102,8 @@ func newClient() *http.Client {
 	}
 }
 
-// Name returns "webhook".
-func (a *Adapter) Name() string { return Name }
-
-// Open validates config and returns a target bound to it. The target
-func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+// open returns a target bound to a validated config.
+func (a *Adapter) open(c *config) (adapter.Target, error) {
 	base := strings.TrimSuffix(c.url.EscapedPath(), "/")
 	w := &webhookTarget{
 		a:           a,
@@ -120,16 +113,6 @@ func (a *Adapter) Open(config json.RawMessage) (adapter.Target, error) {
 		messageBase: base + "/messages/",
 	}
 	return w, nil
-}
-
-// Public returns config with defaults filled in and the secret removed:
-// {"url","chat_id","streaming","activity","timeout"}.
-func (a *Adapter) Public(config json.RawMessage) (json.RawMessage, error) {
-	c, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c.public())
 }
 
 // Close closes the idle connections of a client built by New. A client
