@@ -61,6 +61,7 @@ type Assembler struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// mu guards the set of buffers; each buffer's own mu its state (taken after a.mu).
 	mu      sync.Mutex
 	buffers map[bufKey]*buffer
 	lru     *list.List // of *buffer, the most recently used first
@@ -72,13 +73,19 @@ type Assembler struct {
 
 type bufKey struct{ channel, messageID string }
 
+// buffer is one message's delta buffer. Its fields above mu are set when it opens; mu guards
+// what Apply, the final and the display share: the sequence state, the text, and the view
+// while no display goroutine holds it.
 type buffer struct {
-	key   bufKey
-	kv    string // KV key of the message
-	bind  Bound
-	edit  adapter.Editor  // streaming edit (nil: not)
-	draft adapter.Drafter // streaming draft (nil: not); with neither, nothing is displayed
-	at    Place           // place of the latest applied delta (buf.mu)
+	key    bufKey
+	kv     string // KV key of the message
+	bind   Bound
+	edit   adapter.Editor  // streaming edit (nil: not)
+	draft  adapter.Drafter // streaming draft (nil: not); with neither, nothing is displayed
+	opened time.Time       // when this worker opened the buffer (and read the message's record)
+	// stop is closed (under mu, once) when the final takes the buffer or it is evicted: the
+	// display ends after any call in flight. nil when nothing is displayed.
+	stop chan struct{}
 
 	elem *list.Element // in Assembler.lru; a.mu guards it
 
@@ -86,21 +93,40 @@ type buffer struct {
 	next     int64    // next expected sequence
 	hashes   []uint64 // hashes[i]: text hash of sequence i+1
 	text     []byte
-	opened   time.Time // when this worker opened the buffer (and read the message's record)
+	at       Place // place of the latest applied delta
 	lastSeen time.Time
 	broken   bool // gap, cap or display failure: no more display
 	lost     bool // resumed after a restart: state before it is unknown
 	finished bool // taken by its final (or a finish notice): nothing more is applied or shown
 
-	// display
+	// view is what the target shows, parked here while no display goroutine runs; nil while
+	// one holds it (and for a buffer that displays nothing).
+	view *view
+	done chan struct{} // closed when the display goroutine started last has ended
+}
+
+// view is the display state of one streamed message. It has one owner at a time: the
+// message's display goroutine while one runs (kick hands the view over, the goroutine parks it
+// back in its buffer when it ends), else its buffer, under the buffer's mu.
+type view struct {
 	targetID   string
 	drafted    bool      // a draft was shown (streaming draft creates no target message)
 	unrecorded bool      // targetID was created but its record update failed
 	shown      int       // bytes of text the target shows
 	lastCall   time.Time // end of the last display call
-	running    bool
-	stop       chan struct{}
-	done       chan struct{}
+}
+
+// displayed reports whether the message's streamed text is shown.
+func (v *view) displayed() bool { return v.targetID != "" || v.drafted }
+
+// running reports whether a display goroutine holds the buffer's view (buf.mu held).
+func (b *buffer) running() bool { return b.stop != nil && b.view == nil }
+
+// stopDisplay ends the display after any call in flight (buf.mu held).
+func (b *buffer) stopDisplay() {
+	if b.stop != nil && !isClosed(b.stop) {
+		close(b.stop)
+	}
 }
 
 // NewAssembler returns the delta stage; Run evicts expired buffers, Close stops display.
@@ -219,6 +245,9 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	} else if d, ok := adapter.DrafterOf(b.Target); ok {
 		buf.draft = d
 	}
+	if buf.edit != nil || buf.draft != nil {
+		buf.view, buf.stop = &view{}, make(chan struct{})
+	}
 	// The message may have begun before this worker held it (restart, eviction, rebalance) or
 	// be complete already (its final delivered by another worker, or forgotten here): its record
 	// tells. One read per message this worker sees begin.
@@ -273,11 +302,8 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 	buf.mu.Lock()
 	buf.broken = true
 	buf.text = nil
-	if buf.stop != nil {
-		close(buf.stop)
-		buf.stop = nil
-	}
-	if buf.running || buf.unrecorded {
+	buf.stopDisplay()
+	if buf.running() || (buf.view != nil && buf.view.unrecorded) {
 		a.draining[buf.key] = buf // its final waits for the call in flight, or edits what it created
 	}
 	buf.mu.Unlock()
@@ -288,13 +314,10 @@ func (a *Assembler) evictLocked(buf *buffer, reason string) {
 // shows. It returns the target message this worker created for the message ("" when none) and
 // whether this worker held a buffer of it.
 func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string) (string, bool, error) {
-	buf := a.take(channel, messageID)
+	buf, done := a.take(channel, messageID)
 	if buf == nil {
 		return "", false, nil
 	}
-	buf.mu.Lock()
-	done := buf.done
-	buf.mu.Unlock()
 	if done != nil {
 		select {
 		case <-done:
@@ -304,7 +327,10 @@ func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string)
 	}
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
-	return buf.targetID, true, nil
+	if buf.view == nil { // a target that displays nothing
+		return "", true, nil
+	}
+	return buf.view.targetID, true, nil // parked: the display has ended
 }
 
 // Forget drops a message's buffer because its final was delivered by another worker (a finish
@@ -312,12 +338,12 @@ func (a *Assembler) FinishHandle(ctx context.Context, channel, messageID string)
 // touching the final (P-STATE-5).
 func (a *Assembler) Forget(channel, messageID string) { a.take(channel, messageID) }
 
-// take removes a message's buffer (live or draining) and stops its display; nil when there is
-// none.
-func (a *Assembler) take(channel, messageID string) *buffer {
+// take removes a message's buffer (live or draining), marks it finished and stops its display;
+// nil when there is none. done, when not nil, is closed once the display has ended.
+func (a *Assembler) take(channel, messageID string) (buf *buffer, done <-chan struct{}) {
 	k := bufKey{channel, messageID}
 	a.mu.Lock()
-	buf := a.buffers[k]
+	buf = a.buffers[k]
 	if buf != nil {
 		delete(a.buffers, k)
 		a.lru.Remove(buf.elem)
@@ -328,122 +354,151 @@ func (a *Assembler) take(channel, messageID string) *buffer {
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	a.mu.Unlock()
 	if buf == nil {
-		return nil
+		return nil, nil
 	}
 	buf.mu.Lock()
+	defer buf.mu.Unlock()
 	buf.finished = true
-	if buf.stop != nil {
-		close(buf.stop)
-		buf.stop = nil
+	buf.stopDisplay()
+	if buf.running() {
+		done = buf.done
 	}
-	buf.mu.Unlock()
-	return buf
+	return buf, done
 }
 
-// kick starts the buffer's display loop unless one runs or the buffer's final took it; buf.mu
-// is held.
+// kick hands the buffer's view to a new display goroutine unless one holds it, the buffer
+// displays nothing, or its final took it; buf.mu is held.
 func (a *Assembler) kick(buf *buffer) {
-	if buf.running || buf.finished || a.ctx.Err() != nil {
+	v := buf.view
+	if v == nil || buf.finished || a.ctx.Err() != nil {
 		return
 	}
-	buf.running = true
-	buf.stop = make(chan struct{})
+	buf.view = nil
 	buf.done = make(chan struct{})
 	a.wg.Add(1)
-	go a.display(buf, buf.stop, buf.done)
+	go a.display(buf, v, buf.done)
 }
 
-// display sends the buffer's latest text to the target until it shows everything, then exits.
-func (a *Assembler) display(buf *buffer, stop <-chan struct{}, done chan<- struct{}) {
+// display is the goroutine that owns the message's view while it runs: it sends the buffer's
+// latest text to the target until the target shows everything, then parks the view back in the
+// buffer and exits. The next delta (or preview renewal) kicks another.
+func (a *Assembler) display(buf *buffer, v *view, done chan<- struct{}) {
 	defer a.wg.Done()
 	defer close(done)
-	defer func() { // an evicted buffer is kept past its call only when its handle is unrecorded
-		a.mu.Lock()
-		buf.mu.Lock()
-		if !buf.unrecorded && a.draining[buf.key] == buf {
-			delete(a.draining, buf.key)
-		}
-		buf.mu.Unlock()
-		a.mu.Unlock()
-	}()
+	defer a.undrain(buf)
 	for {
-		buf.mu.Lock()
-		caps := buf.bind.Target.Capabilities()
-		if buf.broken || len(buf.text) == buf.shown || isClosed(stop) || a.ctx.Err() != nil ||
-			(!buf.displayed() && !caps.PreviewReady(string(buf.text))) { // the next delta kicks it again
-			buf.running = false
-			buf.mu.Unlock()
+		caps, ok := a.due(buf, v)
+		if !ok {
 			return
 		}
-		wait := time.Until(buf.lastCall.Add(max(a.cfg.EditInterval, caps.MinEditInterval)))
-		if until := a.pacer.Until(buf.key.channel); !until.IsZero() {
-			wait = max(wait, time.Until(until)) // the platform's retry-after
-		}
-		buf.mu.Unlock()
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-stop:
-				t.Stop()
-			case <-a.ctx.Done():
-				t.Stop()
-			}
-		}
-		buf.mu.Lock()
-		if isClosed(stop) || a.ctx.Err() != nil || buf.broken {
-			buf.running = false
-			buf.mu.Unlock()
+		a.pace(buf, v, caps)
+		text, at, ok := a.latest(buf, v)
+		if !ok {
 			return
 		}
-		text, id, at, first := string(buf.text), buf.targetID, buf.at, !buf.displayed()
-		buf.mu.Unlock()
-
-		if first {
+		if !v.displayed() {
 			// The first displayed delta clears the status (P-ACT-5): after any status call in
 			// flight, and no older status is shown after it.
 			a.clear.ClearStatus(a.ctx, buf.key.channel, at)
 		}
-		var newID string
 		var err error
 		if buf.draft != nil {
 			err = a.showDraft(buf, text, at)
 		} else {
-			newID, err = a.show(buf, id, text, at)
+			err = a.show(buf, v, text, at)
 		}
-
-		buf.mu.Lock()
 		// The interval runs from the end of a call, so the target never sees two calls of a
 		// message closer than EditInterval, however long each took.
-		buf.lastCall = time.Now()
+		v.lastCall = time.Now()
 		if after, ok := adapter.RetryAfterOf(err); ok && !errors.Is(err, errDisplayInDoubt) {
 			// The platform asked to wait (its rate limit): no call to the chat before then,
 			// and the preview goes on with the text it has by then.
-			buf.mu.Unlock()
 			a.pacer.Pause(buf.key.channel, after)
 			continue
 		}
 		if err != nil {
 			// A failed display never affects the final: stop displaying this message.
-			buf.broken = true
-			buf.running = false
-			buf.mu.Unlock()
-			if !errors.Is(err, errMessageFinal) {
-				a.logger.Warn("delta_display_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", err)
-			}
+			a.fail(buf, v, err)
 			return
 		}
-		if id == "" {
-			buf.targetID = newID
-		}
-		buf.drafted = buf.draft != nil
-		buf.shown = len(text)
-		buf.mu.Unlock()
+		v.drafted = buf.draft != nil
+		v.shown = len(text)
 	}
 }
 
-// displayed reports whether the message's streamed text is shown (buf.mu held).
-func (b *buffer) displayed() bool { return b.targetID != "" || b.drafted }
+// due reports whether the target is to be shown more of the buffer's text, and the target's
+// capabilities. When not (it shows all of it, the text is not ready for a first preview, or the
+// display ended) it parks the view in the buffer: the next delta kicks the display again.
+func (a *Assembler) due(buf *buffer, v *view) (adapter.Capabilities, bool) {
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	caps := buf.bind.Target.Capabilities()
+	if buf.broken || len(buf.text) == v.shown || isClosed(buf.stop) || a.ctx.Err() != nil ||
+		(!v.displayed() && !caps.PreviewReady(string(buf.text))) {
+		buf.view = v
+		return caps, false
+	}
+	return caps, true
+}
+
+// pace waits until the next display call of the message may start: EditInterval (or the
+// target's MinEditInterval) after the last one, and not before the chat's pacer allows, unless
+// the display stops meanwhile.
+func (a *Assembler) pace(buf *buffer, v *view, caps adapter.Capabilities) {
+	wait := time.Until(v.lastCall.Add(max(a.cfg.EditInterval, caps.MinEditInterval)))
+	if until := a.pacer.Until(buf.key.channel); !until.IsZero() {
+		wait = max(wait, time.Until(until)) // the platform's retry-after
+	}
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-buf.stop:
+	case <-a.ctx.Done():
+	}
+}
+
+// latest is the buffer's text to show now and the place of its latest delta; when the display
+// ended meanwhile it parks the view in the buffer and reports false.
+func (a *Assembler) latest(buf *buffer, v *view) (string, Place, bool) {
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	if isClosed(buf.stop) || a.ctx.Err() != nil || buf.broken {
+		buf.view = v
+		return "", Place{}, false
+	}
+	return string(buf.text), buf.at, true
+}
+
+// fail ends the message's display after a failed call and parks the view in the buffer.
+func (a *Assembler) fail(buf *buffer, v *view, err error) {
+	buf.mu.Lock()
+	buf.broken = true
+	buf.view = v
+	buf.mu.Unlock()
+	if !errors.Is(err, errMessageFinal) {
+		a.logger.Warn("delta_display_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", err)
+	}
+}
+
+// undrain drops an evicted buffer whose display has ended from the draining set, unless the
+// target message it created has no recorded handle (its final edits that message). When a later
+// display goroutine holds the view, that one undrains the buffer as it ends.
+func (a *Assembler) undrain(buf *buffer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.draining[buf.key] != buf {
+		return
+	}
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	if v := buf.view; v != nil && !v.unrecorded {
+		delete(a.draining, buf.key)
+	}
+}
 
 // showDraft shows the text as a draft preview: no record, no target message. A final delivered
 // meanwhile by another worker (after a partition hand-over) ends the drafts: its record tells,
@@ -465,59 +520,66 @@ func (a *Assembler) showDraft(buf *buffer, text string, at Place) error {
 }
 
 // show creates (first call, after recording the display intent) or edits the target message.
-func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error) {
+func (a *Assembler) show(buf *buffer, v *view, text string, at Place) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.cfg.CallTimeout)
 	defer cancel()
 	lease := time.Now().Add(a.cfg.CallTimeout).UnixMilli()
-	if id == "" {
-		rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli(), Until: lease})
-		switch {
-		case errors.Is(err, errExists) && cur.State == StateDisplaying && cur.TargetMessageID != "":
-			// Shown by an earlier process, which may have shown more than this buffer holds
-			// (deltas sent again from sequence 1 after a restart): editing now could shrink
-			// the text. The final replaces it in full.
-			return "", errDisplayInDoubt
-		case errors.Is(err, errExists) && cur.State == StateDisplaying:
-			// An earlier create's outcome is unknown (crash between intent and handle):
-			// creating again could show the partial text twice.
-			return "", errDisplayInDoubt
-		case errors.Is(err, errExists):
-			return "", errMessageFinal // finalized by now: the final shows the text
-		case err != nil:
-			return "", err
-		default:
-			start := time.Now()
-			id, err = buf.bind.Target.Send(ctx, adapter.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
-			a.observe(buf.bind.Adapter, "send", start, err)
-			if _, wait := adapter.RetryAfterOf(err); wait {
-				// Refused for its rate, so nothing was created: withdraw the intent, and the
-				// next display call creates the message afresh.
-				if derr := a.records.Delete(ctx, buf.kv, rev); derr != nil {
-					return "", errors.Join(err, errDisplayInDoubt)
-				}
-			}
-			if err != nil {
-				return "", err
-			}
-			buf.mu.Lock()
-			buf.targetID = id // the message exists: a final must edit it, never create another
-			buf.mu.Unlock()
-			_, err = a.records.Update(ctx, buf.kv, Record{State: StateDisplaying, TargetMessageID: id, Worker: a.worker, At: time.Now().UnixMilli()}, rev)
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				// A final took the record while the create was under way: hand it the handle
-				// (and end the lease it may wait out), so it edits this message.
-				if err = a.release(ctx, buf.kv, id); err == nil {
-					return id, errMessageFinal
-				}
-			}
-			if err != nil {
-				buf.mu.Lock()
-				buf.unrecorded = true
-				buf.mu.Unlock()
-			}
-			return id, err
+	if v.targetID == "" {
+		return a.create(ctx, buf, v, text, lease)
+	}
+	return a.edit(ctx, buf, v.targetID, text, at, lease)
+}
+
+// create records the display intent, then creates the target message, keeping its handle in v
+// (and v.unrecorded when its record update failed).
+func (a *Assembler) create(ctx context.Context, buf *buffer, v *view, text string, lease int64) error {
+	rev, cur, err := a.records.Create(ctx, buf.kv, Record{State: StateDisplaying, Worker: a.worker, At: time.Now().UnixMilli(), Until: lease})
+	switch {
+	case errors.Is(err, errExists) && cur.State == StateDisplaying && cur.TargetMessageID != "":
+		// Shown by an earlier process, which may have shown more than this buffer holds
+		// (deltas sent again from sequence 1 after a restart): editing now could shrink
+		// the text. The final replaces it in full.
+		return errDisplayInDoubt
+	case errors.Is(err, errExists) && cur.State == StateDisplaying:
+		// An earlier create's outcome is unknown (crash between intent and handle):
+		// creating again could show the partial text twice.
+		return errDisplayInDoubt
+	case errors.Is(err, errExists):
+		return errMessageFinal // finalized by now: the final shows the text
+	case err != nil:
+		return err
+	}
+	start := time.Now()
+	id, err := buf.bind.Target.Send(ctx, adapter.Message{Text: text, IdempotencyKey: idempotencyKey(buf.key.channel, buf.key.messageID)})
+	a.observe(buf.bind.Adapter, "send", start, err)
+	if _, wait := adapter.RetryAfterOf(err); wait {
+		// Refused for its rate, so nothing was created: withdraw the intent, and the
+		// next display call creates the message afresh.
+		if derr := a.records.Delete(ctx, buf.kv, rev); derr != nil {
+			return errors.Join(err, errDisplayInDoubt)
 		}
 	}
+	if err != nil {
+		return err
+	}
+	v.targetID = id // the message exists: a final must edit it, never create another
+	_, err = a.records.Update(ctx, buf.kv, Record{State: StateDisplaying, TargetMessageID: id, Worker: a.worker, At: time.Now().UnixMilli()}, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// A final took the record while the create was under way: hand it the handle
+		// (and end the lease it may wait out), so it edits this message.
+		if err = a.release(ctx, buf.kv, id); err == nil {
+			return errMessageFinal
+		}
+	}
+	if err != nil {
+		v.unrecorded = true
+	}
+	return err
+}
+
+// edit shows the text in the target message id, after making sure no final was delivered
+// meanwhile by another process.
+func (a *Assembler) edit(ctx context.Context, buf *buffer, id, text string, at Place, lease int64) error {
 	if a.cfg.DeliverLocal(at.Partition, buf.opened) {
 		// Every final of the message since its buffer opened (with a read of its record) comes
 		// through this process, whose FinishHandle stops this display and waits for this call
@@ -525,26 +587,26 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 		start := time.Now()
 		err := buf.edit.Edit(ctx, id, adapter.Message{Text: text})
 		a.observe(buf.bind.Adapter, "edit", start, err)
-		return id, err
+		return err
 	}
 	// Another worker may have taken the message's partition over and delivered its final: an
 	// edit now would show partial text after it. The record tells (one read per display call,
 	// which XIM_EDIT_INTERVAL spaces out).
 	cur, rev, err := a.records.Get(ctx, buf.kv)
 	if err != nil {
-		return id, err
+		return err
 	}
 	if rev != 0 && (cur.State != StateDisplaying || cur.TargetMessageID != id) {
-		return id, errMessageFinal
+		return errMessageFinal
 	}
 	leased := rev != 0 && !a.cfg.DeliverLocal(at.Partition, time.Now())
 	if leased {
 		// The final may be delivered by another process: take the display lease it waits out.
 		cur.Until = lease
 		if _, err := a.records.Update(ctx, buf.kv, cur, rev); errors.Is(err, jetstream.ErrKeyExists) {
-			return id, errMessageFinal // the final took the record meanwhile
+			return errMessageFinal // the final took the record meanwhile
 		} else if err != nil {
-			return id, err
+			return err
 		}
 	}
 	start := time.Now()
@@ -555,7 +617,7 @@ func (a *Assembler) show(buf *buffer, id, text string, at Place) (string, error)
 			a.logger.Warn("display_lease_release_failed", "channel", buf.key.channel, "message_id", buf.key.messageID, "stage", "assemble", "err", rerr)
 		}
 	}
-	return id, err
+	return err
 }
 
 // release ends this worker's display lease on a message's record, whoever holds the record now
@@ -616,8 +678,8 @@ func (a *Assembler) renewPreviews(now time.Time) {
 		}
 		renewal := buf.bind.Target.Capabilities().PreviewRenewal
 		buf.mu.Lock()
-		if renewal > 0 && buf.drafted && !buf.broken && !buf.running && now.Sub(buf.lastCall) >= renewal {
-			buf.shown = -1 // the same text, shown again
+		if v := buf.view; renewal > 0 && v != nil && v.drafted && !buf.broken && now.Sub(v.lastCall) >= renewal {
+			v.shown = -1 // the same text, shown again
 			a.kick(buf)
 		}
 		buf.mu.Unlock()

@@ -33,7 +33,7 @@ func newTestAssembler(t *testing.T) *Assembler {
 func running(buf *buffer) bool {
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
-	return buf.running
+	return buf.running()
 }
 
 // A delta that found its message's buffer just before the final took it (the assemble and
@@ -57,7 +57,7 @@ func TestAssemble_NoDisplayAfterTheFinalTookTheBuffer(t *testing.T) {
 	buf.mu.Lock()
 	buf.text = append(buf.text, " there"...)
 	asm.kick(buf)
-	started, finished := buf.running, buf.finished
+	started, finished := buf.running(), buf.finished
 	buf.mu.Unlock()
 	if started || !finished {
 		t.Fatalf("after the final took the buffer: display started %v, finished %v", started, finished)
