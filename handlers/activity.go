@@ -79,8 +79,8 @@ func (a *Activity) Show(b Bound, act profile.Activity, seq uint64) {
 	if !ok {
 		return
 	}
-	want := adapter.Activity{Status: act.Status, ToolName: act.ToolName}
-	if b.Target.Capabilities().Activity == adapter.ActivityTyping && act.Status != adapter.StatusIdle {
+	want := adapter.Activity{Status: adapter.Status(act.Status), ToolName: act.ToolName}
+	if b.Target.Capabilities().Activity == adapter.ActivityTyping && want.Status != adapter.StatusIdle {
 		want = adapter.Activity{Status: adapter.StatusTyping}
 	}
 	a.mu.Lock()
@@ -177,7 +177,7 @@ func (a *Activity) Drop(channel string) {
 }
 
 // Shown returns the status last sent to the channel's target ("" when none).
-func (a *Activity) Shown(channel string) string {
+func (a *Activity) Shown(channel string) adapter.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s := a.state[channel]; s != nil {

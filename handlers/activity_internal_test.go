@@ -17,7 +17,7 @@ import (
 type statusTarget struct {
 	caps adapter.Capabilities
 	mu   sync.Mutex
-	seen []string
+	seen []adapter.Status
 }
 
 func (t *statusTarget) Send(context.Context, adapter.Message) (string, error) { return "m", nil }
@@ -29,10 +29,10 @@ func (t *statusTarget) ShowActivity(_ context.Context, a adapter.Activity) error
 	return nil
 }
 
-func (t *statusTarget) shown() []string {
+func (t *statusTarget) shown() []adapter.Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]string(nil), t.seen...)
+	return append([]adapter.Status(nil), t.seen...)
 }
 
 // edge-api §7.2: a platform indicator that expires by itself (ActivityRenewal) is shown again
@@ -41,7 +41,7 @@ func TestActivity_ExpiringIndicatorIsRenewedUntilCleared(t *testing.T) {
 	tg := &statusTarget{caps: adapter.Capabilities{Activity: adapter.ActivityTyping, ActivityRenewal: 30 * time.Millisecond}}
 	a := NewActivity(ActivityConfig{Timeout: time.Minute}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	defer func() { _ = a.Close(context.Background()) }()
-	a.Show(Bound{Channel: "c", Adapter: "fake", Target: tg}, profile.Activity{Status: adapter.StatusThinking}, 1)
+	a.Show(Bound{Channel: "c", Adapter: "fake", Target: tg}, profile.Activity{Status: string(adapter.StatusThinking)}, 1)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(tg.shown()) < 4 {
 		if time.Now().After(deadline) {
@@ -50,7 +50,7 @@ func TestActivity_ExpiringIndicatorIsRenewedUntilCleared(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	a.Clear("c", 2)
-	for last := ""; last != adapter.StatusIdle; {
+	for last := adapter.Status(""); last != adapter.StatusIdle; {
 		if s := tg.shown(); len(s) > 0 {
 			last = s[len(s)-1]
 		}

@@ -34,13 +34,13 @@ func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
 		Adapter: webhook.New(webhook.Options{}),
 		Files:   files,
 		FileURL: func(ref string) string { return links.URL + adapter.RefPath(ref) },
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			tg, err := testkit.NewTarget("s3cr3t-suite-0123456789", testkit.TargetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(tg.Close)
-			cfg := tg.Config(streaming, activity)
+			cfg := tg.Config(string(streaming), string(activity))
 			cfg["lookup"] = true
 			raw, _ := json.Marshal(cfg)
 			return adaptertest.Chat{
@@ -48,7 +48,7 @@ func TestAdapters_WebhookPassesTheUniversalSuite(t *testing.T) {
 				Messages: func(t *testing.T) []adaptertest.Seen { return seenByWebhook(t, tg) },
 				Activity: func(*testing.T) bool {
 					calls := tg.ActivityCalls()
-					return len(calls) > 0 && calls[len(calls)-1] != adapter.StatusIdle
+					return len(calls) > 0 && calls[len(calls)-1] != string(adapter.StatusIdle)
 				},
 			}
 		},
@@ -104,7 +104,7 @@ func TestAdapters_WebchatPassesTheUniversalSuite(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Setup{
 		Adapter: a,
 		Files:   files,
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			n++
 			channel := fmt.Sprintf("suite-%d", n)
 			raw, _ := json.Marshal(map[string]any{webchat.ChannelKey: channel})
@@ -114,7 +114,7 @@ func TestAdapters_WebchatPassesTheUniversalSuite(t *testing.T) {
 				Activity: func(t *testing.T) bool {
 					for _, it := range pageItems(t, js, channel) {
 						if it.Kind == webchat.KindStatus {
-							return it.Status != adapter.StatusIdle
+							return it.Status != string(adapter.StatusIdle)
 						}
 					}
 					return false

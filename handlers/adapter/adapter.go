@@ -16,61 +16,83 @@ import (
 	"unicode/utf8"
 )
 
-// Streaming and activity capability values (edge-api §7).
+// Streaming is how a target shows a streamed answer (edge-api §7: the capability
+// "streaming").
+type Streaming string
+
+// Streaming values.
 const (
 	// StreamingEdit: the target message is created on the first displayed
 	// delta and then edited in place; the Target implements [Editor].
-	StreamingEdit = "edit"
+	StreamingEdit Streaming = "edit"
 	// StreamingNone: deltas are buffered and the message is sent once, at
 	// the final; the Target does not implement [Editor].
-	StreamingNone = "none"
+	StreamingNone Streaming = "none"
 	// StreamingDraft: deltas are shown as a preview that is not a message (Telegram's
 	// sendMessageDraft, in private chats): nothing is created or edited before the final, which
 	// is then sent like a direct final; the Target implements [Drafter].
-	StreamingDraft = "draft"
+	StreamingDraft Streaming = "draft"
+)
 
+// ActivityMode is how a target shows chat.activity (edge-api §7: the capability "activity").
+type ActivityMode string
+
+// ActivityMode values.
+const (
 	// ActivityStatus: thinking and tool (with the tool name) are shown as
 	// such; the Target implements [ActivityShower].
-	ActivityStatus = "status"
+	ActivityStatus ActivityMode = "status"
 	// ActivityTyping: thinking and tool are both degraded to a typing
 	// indicator (profile P-ACT-4); the Target implements [ActivityShower].
-	ActivityTyping = "typing"
+	ActivityTyping ActivityMode = "typing"
 	// ActivityNone: nothing is shown; the Target does not implement
 	// [ActivityShower].
-	ActivityNone = "none"
+	ActivityNone ActivityMode = "none"
+)
 
+// ReplyMode is whether a target shows replies (the capability "reply").
+type ReplyMode string
+
+// ReplyMode values.
+const (
 	// ReplyNative: a message with [Message.ReplyTo] is shown as a reply to that message.
-	ReplyNative = "native"
+	ReplyNative ReplyMode = "native"
 	// ReplyNone: the target has no replies; ReplyTo is ignored (im.reply_message then sends a
 	// plain message and says so: "reply": "degraded").
-	ReplyNone = "none"
+	ReplyNone ReplyMode = "none"
 )
 
-// Activity statuses passed to [ActivityShower.ShowActivity]. The first
+// Status is an activity status passed to [ActivityShower.ShowActivity]. The first
 // three are the profile's (P-ACT-1); StatusTyping is a plain typing
 // indicator for callers that have nothing more specific to show.
+type Status string
+
+// Status values.
 const (
-	StatusThinking = "thinking"
-	StatusTool     = "tool"
-	StatusIdle     = "idle"
-	StatusTyping   = "typing"
+	StatusThinking Status = "thinking"
+	StatusTool     Status = "tool"
+	StatusIdle     Status = "idle"
+	StatusTyping   Status = "typing"
 )
 
-// In-doubt rules (edge-api §7.2): how a target settles a delivery whose outcome a crash left
-// unknown (an intent recorded, no outcome), without showing a message twice.
+// InDoubtRule is how a target settles a delivery whose outcome a crash left unknown (an intent
+// recorded, no outcome), without showing a message twice (edge-api §7.2).
+type InDoubtRule string
+
+// InDoubtRule values.
 const (
 	// InDoubtDedupe: the target shows at most one message per idempotency key (Matrix txnId,
 	// Feishu uuid, a webhook target configured "dedupe"): the send runs again, within
 	// InDoubtWindow of the first attempt.
-	InDoubtDedupe = "dedupe"
+	InDoubtDedupe InDoubtRule = "dedupe"
 	// InDoubtLookup: the target finds a message by its idempotency key ([Reconciler]): found,
 	// the final is applied (or known shown); absent, it is sent.
-	InDoubtLookup = "lookup"
+	InDoubtLookup InDoubtRule = "lookup"
 	// InDoubtEdit: only a message whose streamed part was displayed (its id recorded) is
 	// settled, by editing in the final; a direct final stays in doubt.
-	InDoubtEdit = "edit"
+	InDoubtEdit InDoubtRule = "edit"
 	// InDoubtUnknown: nothing can be settled: the final is answered delivery_outcome_unknown.
-	InDoubtUnknown = "unknown"
+	InDoubtUnknown InDoubtRule = "unknown"
 )
 
 // Capabilities of a bound target (edge-api §7.2), as data: they are reported in the channel's
@@ -80,15 +102,15 @@ const (
 // [Reconciler] only with InDoubt [InDoubtLookup] (see [EditorOf], [ShowerOf], [ReconcilerOf]).
 type Capabilities struct {
 	// Streaming is [StreamingEdit], [StreamingDraft] or [StreamingNone].
-	Streaming string `json:"streaming"`
+	Streaming Streaming `json:"streaming"`
 	// Activity is [ActivityStatus], [ActivityTyping] or [ActivityNone].
-	Activity string `json:"activity"`
+	Activity ActivityMode `json:"activity"`
 	// Reply is [ReplyNative] or [ReplyNone].
-	Reply string `json:"reply"`
+	Reply ReplyMode `json:"reply"`
 	// InDoubt is the rule that settles an interrupted delivery: [InDoubtDedupe],
 	// [InDoubtLookup], [InDoubtEdit] or [InDoubtUnknown] ("" is read as InDoubtEdit with
 	// Streaming edit, else InDoubtUnknown).
-	InDoubt string `json:"in_doubt"`
+	InDoubt InDoubtRule `json:"in_doubt"`
 	// InDoubtWindow bounds InDoubtDedupe: how long the platform remembers an idempotency key
 	// (0: for as long as the message exists). Past it a resend could show a second copy, so
 	// the delivery stays in doubt.
@@ -120,7 +142,7 @@ func (c Capabilities) PreviewReady(text string) bool {
 }
 
 // InDoubtRule is c.InDoubt with its default applied.
-func (c Capabilities) InDoubtRule() string {
+func (c Capabilities) InDoubtRule() InDoubtRule {
 	switch {
 	case c.InDoubt != "":
 		return c.InDoubt
@@ -172,7 +194,7 @@ type Message struct {
 type Activity struct {
 	// Status is one of [StatusThinking], [StatusTool], [StatusTyping],
 	// [StatusIdle]. StatusIdle clears a shown status.
-	Status string
+	Status Status
 	// ToolName names the tool when Status is [StatusTool]; ignored otherwise.
 	ToolName string
 }

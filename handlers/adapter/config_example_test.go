@@ -16,14 +16,15 @@ func ExampleCheckConfig() {
 		FirstWords *int   `json:"first_preview_words"`
 	}
 	type config struct {
-		chatID, streaming string
-		firstWords        int
+		chatID     string
+		streaming  adapter.Streaming
+		firstWords int
 	}
 	parse := func(raw json.RawMessage) (*config, error) {
 		w, ck := adapter.CheckConfig[wireConfig](raw)
 		c := &config{}
 		c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id")
-		c.streaming = ck.Enum("streaming", w.Streaming, adapter.StreamingEdit, adapter.StreamingEdit, adapter.StreamingNone)
+		c.streaming = adapter.Enum(ck, "streaming", w.Streaming, adapter.StreamingEdit, adapter.StreamingEdit, adapter.StreamingNone)
 		c.firstWords = ck.Int("first_preview_words", w.FirstWords, 3, 0, 100)
 		return adapter.Checked(c, ck)
 	}

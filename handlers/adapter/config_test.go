@@ -137,10 +137,10 @@ func TestConfigCheck_SharedShapesKeepTheFirstRefusal(t *testing.T) {
 			want: result{got: "", field: "api_url", errMsg: "target.config.api_url: must be an http(s) URL without user, query or fragment"}},
 		{name: "base URL with user", check: func(ck *adapter.ConfigCheck) any { return ck.BaseURL("api_url", "https://u:SECRET@h", "") },
 			want: result{got: "", field: "api_url", errMsg: "target.config.api_url: must be an http(s) URL without user, query or fragment"}},
-		{name: "enum default", check: func(ck *adapter.ConfigCheck) any { return ck.Enum("streaming", "", "edit", "edit", "none") },
+		{name: "enum default", check: func(ck *adapter.ConfigCheck) any { return adapter.Enum(ck, "streaming", "", "edit", "edit", "none") },
 			want: result{got: "edit"}},
 		{name: "enum refused", check: func(ck *adapter.ConfigCheck) any {
-			return ck.Enum("streaming", "SECRET", "edit", "draft", "edit", "none")
+			return adapter.Enum(ck, "streaming", "SECRET", "edit", "draft", "edit", "none")
 		},
 			want: result{got: "SECRET", field: "streaming", errMsg: `target.config.streaming: must be "draft", "edit" or "none"`}},
 		{name: "int default", check: func(ck *adapter.ConfigCheck) any { return ck.Int("first_preview_words", nil, 3, 0, 100) },
@@ -151,7 +151,7 @@ func TestConfigCheck_SharedShapesKeepTheFirstRefusal(t *testing.T) {
 			want: result{got: 3, field: "first_preview_words", errMsg: "target.config.first_preview_words: must be 0..100"}},
 		{name: "first refusal kept", check: func(ck *adapter.ConfigCheck) any {
 			ck.Fail("a", "x", "first")
-			return ck.Enum("b", "bad", "", "good")
+			return adapter.Enum(ck, "b", "bad", "", "good")
 		}, want: result{got: "bad", field: "a", errMsg: "target.config.a: first"}},
 	}
 	for _, tt := range tests {

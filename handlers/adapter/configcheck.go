@@ -19,7 +19,7 @@ const PathSafe = " /?#"
 //	w, ck := adapter.CheckConfig[wireConfig](raw)
 //	c := &config{}
 //	c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id, like oc_…")
-//	c.streaming = ck.Enum("streaming", w.Streaming, "card", "card", adapter.StreamingNone)
+//	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, "card", "card", adapter.StreamingNone)
 //	c.firstWords = ck.Int("first_preview_words", w.FirstWords, 3, 0, 100)
 //	return adapter.Checked(c, ck)
 type ConfigCheck struct {
@@ -126,20 +126,22 @@ func (ck *ConfigCheck) BaseURL(field, v, def string) string {
 	return strings.TrimRight(u.String(), "/")
 }
 
-// Enum is v, or def when v is empty, refused `must be "a", "b" or "c"` unless it is one of
-// allowed.
-func (ck *ConfigCheck) Enum(field, v, def string, allowed ...string) string {
+// Enum is v, or def when v is empty, as a T, refused `must be "a", "b" or "c"` through ck unless
+// it is one of allowed. T is a string type of the vocabulary (adapter.Streaming, a config's own).
+func Enum[T ~string](ck *ConfigCheck, field, v string, def T, allowed ...T) T {
 	if v == "" {
-		v = def
+		v = string(def)
 	}
-	for _, a := range allowed {
-		if v == a {
-			return v
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		if v == string(a) {
+			return a
 		}
+		names[i] = string(a)
 	}
-	want := OneOf(allowed...)
+	want := OneOf(names...)
 	ck.fail(ConfigInvalid, field, want, "must be "+want)
-	return v
+	return T(v)
 }
 
 // Int is *v, or def when v is nil (absent or null), refused "must be min..max" outside that

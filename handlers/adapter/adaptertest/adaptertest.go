@@ -67,7 +67,7 @@ type Setup struct {
 	// Files is the Transfer Plane the adapter reads files out of (NewFiles).
 	Files *Files
 	// NewChat binds a fresh chat with the given streaming and activity capability values.
-	NewChat func(t *testing.T, streaming, activity string) Chat
+	NewChat func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) Chat
 	// FileURL gives a stored file's URL for adapter.File.URL (adapters that pass links, like
 	// webhook); nil: the adapter reads Files.
 	FileURL func(ref string) string
@@ -128,7 +128,7 @@ func rateLimit(t *testing.T, s Setup) {
 	}
 }
 
-func open(t *testing.T, s Setup, streaming, activity string) (adapter.Target, Chat) {
+func open(t *testing.T, s Setup, streaming adapter.Streaming, activity adapter.ActivityMode) (adapter.Target, Chat) {
 	t.Helper()
 	chat := s.NewChat(t, streaming, activity)
 	tg, err := s.Adapter.Open(chat.Config)

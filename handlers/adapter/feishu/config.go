@@ -13,7 +13,7 @@ const (
 	// DefaultBaseURL is Feishu's open API; Lark's is https://open.larksuite.com.
 	DefaultBaseURL = "https://open.feishu.cn"
 	// StreamingCard streams an answer into a CardKit card in streaming mode.
-	StreamingCard = "card"
+	StreamingCard adapter.Streaming = "card"
 	// DefaultFirstPreviewWords: a streamed answer appears with its first three words.
 	DefaultFirstPreviewWords = 3
 )
@@ -23,8 +23,8 @@ type config struct {
 	appID             string
 	appSecret         string
 	chatID            string
-	baseURL           string // no trailing slash
-	streaming         string // StreamingCard or adapter.StreamingNone
+	baseURL           string            // no trailing slash
+	streaming         adapter.Streaming // StreamingCard or adapter.StreamingNone
 	verificationToken string
 	encryptKey        string
 	firstWords        int
@@ -45,13 +45,13 @@ type wireConfig struct {
 
 // publicConfig is the config the channels API shows: no secret, no token, no key.
 type publicConfig struct {
-	AppID      string `json:"app_id"`
-	ChatID     string `json:"chat_id"`
-	BaseURL    string `json:"base_url"`
-	Streaming  string `json:"streaming"`
-	Activity   string `json:"activity"`
-	Events     bool   `json:"events"`
-	FirstWords int    `json:"first_preview_words"`
+	AppID      string               `json:"app_id"`
+	ChatID     string               `json:"chat_id"`
+	BaseURL    string               `json:"base_url"`
+	Streaming  adapter.Streaming    `json:"streaming"`
+	Activity   adapter.ActivityMode `json:"activity"`
+	Events     bool                 `json:"events"`
+	FirstWords int                  `json:"first_preview_words"`
 }
 
 // parseConfig decodes and validates a feishu config. Every error is a *profile.Error
@@ -63,8 +63,8 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	c.appSecret = ck.Required("app_secret", w.AppSecret, "required: the app's App Secret")
 	c.chatID = ck.ID("chat_id", w.ChatID, adapter.PathSafe, "required: the chat's id, like oc_…")
 	c.baseURL = ck.BaseURL("base_url", w.BaseURL, DefaultBaseURL)
-	c.streaming = ck.Enum("streaming", w.Streaming, StreamingCard, StreamingCard, adapter.StreamingNone)
-	if w.Activity != "" && w.Activity != adapter.ActivityNone {
+	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, StreamingCard, StreamingCard, adapter.StreamingNone)
+	if w.Activity != "" && w.Activity != string(adapter.ActivityNone) {
 		ck.Fail("activity", `"none"`, `must be "none": Feishu has no typing indicator for bots`)
 	}
 	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)

@@ -45,7 +45,7 @@ func TestFeishu_UniversalAdapterSuite(t *testing.T) {
 				return err
 			}
 		},
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			chat := fake.AddChat("p2p", "suite", fake.AddUser("Alice"))
 			if streaming == adapter.StreamingEdit {
 				streaming = feishu.StreamingCard

@@ -21,8 +21,8 @@ type config struct {
 	homeserver  string // base URL, no trailing slash
 	accessToken string
 	roomID      string
-	streaming   string
-	activity    string
+	streaming   adapter.Streaming
+	activity    adapter.ActivityMode
 	firstWords  int
 }
 
@@ -38,11 +38,11 @@ type wireConfig struct {
 
 // publicConfig is the config the channels API shows: defaults filled in, no access token.
 type publicConfig struct {
-	Homeserver string `json:"homeserver"`
-	RoomID     string `json:"room_id"`
-	Streaming  string `json:"streaming"`
-	Activity   string `json:"activity"`
-	FirstWords int    `json:"first_preview_words"`
+	Homeserver string               `json:"homeserver"`
+	RoomID     string               `json:"room_id"`
+	Streaming  adapter.Streaming    `json:"streaming"`
+	Activity   adapter.ActivityMode `json:"activity"`
+	FirstWords int                  `json:"first_preview_words"`
 }
 
 // parseConfig decodes and validates a matrix config. Every error is a *profile.Error
@@ -55,8 +55,8 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	if !strings.HasPrefix(c.roomID, "!") || !strings.Contains(c.roomID, ":") {
 		ck.Fail("room_id", "a room id, !…:…", "required: a room id like !abc:example.org")
 	}
-	c.streaming = ck.Enum("streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
-	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
+	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
+	c.activity = adapter.Enum(ck, "activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
 	c.firstWords = ck.Int("first_preview_words", w.FirstWords, DefaultFirstPreviewWords, 0, 100)
 	return adapter.Checked(c, ck)
 }

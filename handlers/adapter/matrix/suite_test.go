@@ -34,7 +34,7 @@ func TestMatrix_UniversalAdapterSuite(t *testing.T) {
 				return tg.(adapter.ActivityShower).ShowActivity(ctx, adapter.Activity{Status: adapter.StatusTyping})
 			}
 		},
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			room := s.Room(t, bot, false, alice)
 			cfg := config(t, s, bot, room, map[string]any{"streaming": streaming, "activity": activity})
 			typing := alice.Typing(room, bot.ID)

@@ -14,7 +14,7 @@ const (
 	// DefaultAPIURL is the public Web API base.
 	DefaultAPIURL = "https://slack.com/api/"
 	// StreamingStream streams with chat.startStream / appendStream / stopStream.
-	StreamingStream = "stream"
+	StreamingStream adapter.Streaming = "stream"
 	// DefaultFirstPreviewWords: a streamed answer appears with its first three words.
 	DefaultFirstPreviewWords = 3
 )
@@ -27,8 +27,8 @@ type config struct {
 	apiURL        string // ends with "/"
 	appToken      string
 	signingSecret string
-	streaming     string // StreamingStream, adapter.StreamingEdit or adapter.StreamingNone
-	activity      string // adapter.ActivityStatus or adapter.ActivityNone
+	streaming     adapter.Streaming    // StreamingStream, adapter.StreamingEdit or adapter.StreamingNone
+	activity      adapter.ActivityMode // adapter.ActivityStatus or adapter.ActivityNone
 	firstWords    int
 }
 
@@ -47,13 +47,13 @@ type wireConfig struct {
 
 // publicConfig is the config the channels API shows: no token, no secret.
 type publicConfig struct {
-	ChannelID  string `json:"channel_id"`
-	ThreadTS   string `json:"thread_ts,omitempty"`
-	APIURL     string `json:"api_url"`
-	Inbound    string `json:"inbound"`
-	Streaming  string `json:"streaming"`
-	Activity   string `json:"activity"`
-	FirstWords int    `json:"first_preview_words"`
+	ChannelID  string               `json:"channel_id"`
+	ThreadTS   string               `json:"thread_ts,omitempty"`
+	APIURL     string               `json:"api_url"`
+	Inbound    string               `json:"inbound"`
+	Streaming  adapter.Streaming    `json:"streaming"`
+	Activity   adapter.ActivityMode `json:"activity"`
+	FirstWords int                  `json:"first_preview_words"`
 }
 
 // parseConfig decodes and validates a slack config. Every error is a *profile.Error
@@ -69,12 +69,12 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		ck.Fail("app_token", "an app-level token, xapp-…", "an app-level token, xapp-… (Socket Mode)")
 	}
 	c.apiURL = ck.BaseURL("api_url", w.APIURL, DefaultAPIURL) + "/"
-	c.streaming = ck.Enum("streaming", w.Streaming, StreamingStream, StreamingStream, adapter.StreamingEdit, adapter.StreamingNone)
+	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, StreamingStream, StreamingStream, adapter.StreamingEdit, adapter.StreamingNone)
 	activity := adapter.ActivityNone
 	if c.threadTS != "" {
 		activity = adapter.ActivityStatus // a status needs a thread
 	}
-	c.activity = ck.Enum("activity", w.Activity, activity, adapter.ActivityStatus, adapter.ActivityNone)
+	c.activity = adapter.Enum(ck, "activity", w.Activity, activity, adapter.ActivityStatus, adapter.ActivityNone)
 	if c.activity == adapter.ActivityStatus && c.threadTS == "" {
 		ck.Fail("activity", `"none" without thread_ts`, `"status" needs thread_ts: Slack shows an assistant status in a thread`)
 	}

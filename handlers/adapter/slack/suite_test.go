@@ -46,7 +46,7 @@ func TestSlack_UniversalAdapterSuite(t *testing.T) {
 				return err
 			}
 		},
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			person := fake.AddUser("Alice")
 			ch := fake.AddChannel("im", "alice", person)
 			thread := "" // top-level, so replies are threads of their own

@@ -37,8 +37,8 @@ type config struct {
 	token          string
 	chatID         int64
 	apiURL         string // no trailing slash
-	streaming      string
-	activity       string
+	streaming      adapter.Streaming
+	activity       adapter.ActivityMode
 	inbound        string
 	webhookSecret  string
 	firstWords     int
@@ -60,13 +60,13 @@ type wireConfig struct {
 
 // publicConfig is the config the channels API shows: defaults filled in, no token, no secret.
 type publicConfig struct {
-	ChatID         int64  `json:"chat_id"`
-	APIURL         string `json:"api_url"`
-	Streaming      string `json:"streaming"`
-	Activity       string `json:"activity"`
-	Inbound        string `json:"inbound"`
-	FirstWords     int    `json:"first_preview_words"`
-	EditsPerMinute int    `json:"edits_per_minute"`
+	ChatID         int64                `json:"chat_id"`
+	APIURL         string               `json:"api_url"`
+	Streaming      adapter.Streaming    `json:"streaming"`
+	Activity       adapter.ActivityMode `json:"activity"`
+	Inbound        string               `json:"inbound"`
+	FirstWords     int                  `json:"first_preview_words"`
+	EditsPerMinute int                  `json:"edits_per_minute"`
 }
 
 // parseConfig decodes and validates a telegram config. Every error is a *profile.Error
@@ -87,12 +87,12 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	if c.private() {
 		streaming = adapter.StreamingDraft
 	}
-	c.streaming = ck.Enum("streaming", w.Streaming, streaming, adapter.StreamingDraft, adapter.StreamingEdit, adapter.StreamingNone)
+	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, streaming, adapter.StreamingDraft, adapter.StreamingEdit, adapter.StreamingNone)
 	if c.streaming == adapter.StreamingDraft && !c.private() {
 		ck.Fail("streaming", `"edit" or "none" in a group`, `"draft" works in private chats only (a positive chat_id); use "edit" in groups`)
 	}
-	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
-	c.inbound = ck.Enum("inbound", w.Inbound, InboundPolling, InboundPolling, InboundWebhook)
+	c.activity = adapter.Enum(ck, "activity", w.Activity, DefaultActivity, adapter.ActivityTyping, adapter.ActivityNone)
+	c.inbound = adapter.Enum(ck, "inbound", w.Inbound, InboundPolling, InboundPolling, InboundWebhook)
 	switch {
 	case ck.Failed():
 	case c.inbound == InboundPolling && c.webhookSecret != "":

@@ -44,7 +44,7 @@ func TestTelegram_UniversalAdapterSuite(t *testing.T) {
 				return tg.(adapter.ActivityShower).ShowActivity(ctx, adapter.Activity{Status: adapter.StatusTyping})
 			}
 		},
-		NewChat: func(t *testing.T, streaming, activity string) adaptertest.Chat {
+		NewChat: func(t *testing.T, streaming adapter.Streaming, activity adapter.ActivityMode) adaptertest.Chat {
 			person := fake.AddUser("Alice")
 			chat := fake.AddChat("private", "", person.ID)
 			return adaptertest.Chat{

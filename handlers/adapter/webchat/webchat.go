@@ -140,7 +140,7 @@ func (t *Target) ShowActivity(ctx context.Context, act adapter.Activity) error {
 	if err := t.bound(); err != nil {
 		return err
 	}
-	it := Item{Kind: KindStatus, Status: act.Status, Updated: t.a.now().UnixMilli()}
+	it := Item{Kind: KindStatus, Status: string(act.Status), Updated: t.a.now().UnixMilli()}
 	if act.Status == adapter.StatusTool {
 		it.ToolName = act.ToolName
 	}

@@ -215,7 +215,7 @@ func TestShowActivity(t *testing.T) {
 		if a.Status != adapter.StatusTool {
 			want.ToolName = ""
 		}
-		if it.Kind != webchat.KindStatus || it.Status != want.Status || it.ToolName != want.ToolName {
+		if it.Kind != webchat.KindStatus || it.Status != string(want.Status) || it.ToolName != want.ToolName {
 			t.Fatalf("status item %+v, want %+v", it, want)
 		}
 	}

@@ -29,8 +29,8 @@ type config struct {
 	url       *url.URL
 	chatID    string
 	secret    []byte
-	streaming string
-	activity  string
+	streaming adapter.Streaming
+	activity  adapter.ActivityMode
 	timeout   time.Duration
 	// fileHosts are the hosts files of user input may be downloaded from, besides url's host.
 	fileHosts []string
@@ -52,15 +52,15 @@ const (
 // publicConfig is the config as the channels API shows it: defaults filled
 // in, no secret.
 type publicConfig struct {
-	URL       string   `json:"url"`
-	ChatID    string   `json:"chat_id"`
-	Streaming string   `json:"streaming"`
-	Activity  string   `json:"activity"`
-	Timeout   string   `json:"timeout"`
-	FileHosts []string `json:"file_hosts,omitempty"`
-	Dedupe    bool     `json:"dedupe"`
-	Lookup    bool     `json:"lookup"`
-	Signature string   `json:"signature"`
+	URL       string               `json:"url"`
+	ChatID    string               `json:"chat_id"`
+	Streaming adapter.Streaming    `json:"streaming"`
+	Activity  adapter.ActivityMode `json:"activity"`
+	Timeout   string               `json:"timeout"`
+	FileHosts []string             `json:"file_hosts,omitempty"`
+	Dedupe    bool                 `json:"dedupe"`
+	Lookup    bool                 `json:"lookup"`
+	Signature string               `json:"signature"`
 }
 
 // wireConfig is the JSON a channel is bound with. url, chat_id and secret are pointers: absent
@@ -87,9 +87,9 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	c.url = targetURL(ck, ck.Present("url", w.URL))
 	c.chatID = ck.Present("chat_id", w.ChatID)
 	c.secret = []byte(ck.Present("secret", w.Secret))
-	c.streaming = ck.Enum("streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
-	c.activity = ck.Enum("activity", w.Activity, DefaultActivity, adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone)
-	c.signature = ck.Enum("signature", w.Signature, SignatureV1, SignatureV1, SignatureV2)
+	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
+	c.activity = adapter.Enum(ck, "activity", w.Activity, DefaultActivity, adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone)
+	c.signature = adapter.Enum(ck, "signature", w.Signature, SignatureV1, SignatureV1, SignatureV2)
 	c.timeout = timeout(ck, w.Timeout)
 	for i, h := range c.fileHosts {
 		if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {

@@ -184,9 +184,9 @@ type (
 		Final  bool       `json:"final"`
 	}
 	activityBody struct {
-		ChatID   string `json:"chat_id"`
-		Status   string `json:"status"`
-		ToolName string `json:"tool_name,omitempty"`
+		ChatID   string         `json:"chat_id"`
+		Status   adapter.Status `json:"status"`
+		ToolName string         `json:"tool_name,omitempty"`
 	}
 	createAnswer struct {
 		MessageID json.RawMessage `json:"message_id"`

@@ -733,18 +733,18 @@ func TestWebhook_StreamingNone(t *testing.T) {
 }
 
 func TestWebhook_CapabilitiesFollowTheConfig(t *testing.T) {
-	for _, streaming := range []string{"edit", "none"} {
-		for _, activity := range []string{"status", "typing", "none"} {
+	for _, streaming := range []adapter.Streaming{"edit", "none"} {
+		for _, activity := range []adapter.ActivityMode{"status", "typing", "none"} {
 			for _, settle := range []string{"", "dedupe", "lookup"} {
-				t.Run(streaming+"/"+activity+"/"+settle, func(t *testing.T) {
+				t.Run(string(streaming)+"/"+string(activity)+"/"+settle, func(t *testing.T) {
 					cfg := map[string]any{"streaming": streaming, "activity": activity}
 					if settle != "" {
 						cfg[settle] = true
 					}
 					tg := open(t, "http://127.0.0.1:9/hook", cfg)
-					inDoubt := map[string]string{"dedupe": adapter.InDoubtDedupe, "lookup": adapter.InDoubtLookup}[settle]
+					inDoubt := map[string]adapter.InDoubtRule{"dedupe": adapter.InDoubtDedupe, "lookup": adapter.InDoubtLookup}[settle]
 					if inDoubt == "" {
-						inDoubt = map[string]string{"edit": adapter.InDoubtEdit, "none": adapter.InDoubtUnknown}[streaming]
+						inDoubt = map[adapter.Streaming]adapter.InDoubtRule{"edit": adapter.InDoubtEdit, "none": adapter.InDoubtUnknown}[streaming]
 					}
 					want := adapter.Capabilities{Streaming: streaming, Activity: activity, Reply: adapter.ReplyNative, InDoubt: inDoubt}
 					if got := tg.Capabilities(); got != want {
