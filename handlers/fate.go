@@ -50,7 +50,8 @@ type Outcome struct {
 func Done() Outcome { return Outcome{} }
 
 // RetryAfter: handle the item again after d (a plain consumer's NakWithDelay: the item's
-// redelivery is its timer, durable across restarts).
+// redelivery is its timer, durable across restarts). A stage packet has no timer of its own: the
+// router's back-off paces its retries, as for Retry.
 func RetryAfter(d time.Duration) Outcome { return Outcome{kind: OutcomeRetry, delay: d} }
 
 // Retry: handle the item again because of err (an infrastructure failure), after the
@@ -88,9 +89,6 @@ func (o Outcome) Reason() string {
 	}
 	return o.reason
 }
-
-// Err is a retry's cause (nil for the other outcomes, and for a retry after a set delay).
-func (o Outcome) Err() error { return o.cause }
 
 // settler is how a transport settles one work item: jetstream.Msg is one (the plain consumers);
 // routed is the stage consumers' (the Watermill router's middleware applies what it returns).
