@@ -131,61 +131,22 @@ func Defaults() Config {
 func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	c := Defaults()
 	c.Role = role
-	var errs []error
-	str := func(name string, dst *string) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			*dst = v
-		}
-	}
-	dur := func(name string, dst *time.Duration) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				errs = append(errs, fmt.Errorf("%s=%q: want a Go duration like 250ms or 24h", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	i64 := func(name string, dst *int64) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			n, err := parseBytes(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
-				return
-			}
-			*dst = n
-		}
-	}
-	num := func(name string, dst *int) {
-		var n int64 = int64(*dst)
-		i64(name, &n)
-		*dst = int(n)
-	}
+	e := &envReader{getenv: getenv}
+	str, dur, i64, num, port := e.str, e.dur, e.i64, e.num, e.port
 	str("XIM_HTTP_ADDR", &c.HTTPAddr)
 	str("XIM_DATA_DIR", &c.DataDir)
 	str("XIM_NATS_URL", &c.NATSURL)
 	str("XIM_NATS_CREDS", &c.NATSCreds)
 	str("XIM_NATS_CA", &c.NATSCA)
-	c.AgentToken = getenv("XIM_AGENT_TOKEN")
+	c.AgentToken = e.getenv("XIM_AGENT_TOKEN")
 	str("XIM_PUBLIC_URL", &c.PublicURL)
 	str("XIM_PPROF_ADDR", &c.PprofAddr)
 	str("XIM_LOG_LEVEL", &c.LogLevel)
 	str("XIM_LOG_FORMAT", &c.LogFormat)
 	str("XIM_INSTANCE", &c.Instance)
-	port := func(name string, dst *int, set *bool) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < -1 || n > 65535 {
-				errs = append(errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
-				return
-			}
-			*dst, *set = n, true
-		}
-	}
 	port("XIM_NATS_PORT", &c.NATSPort, &c.NATSPortSet)
 	port("XIM_NATS_MONITOR_PORT", &c.NATSMonitorPort, &c.NATSMonitorPortSet)
-	if strings.TrimSpace(getenv("XIM_NATS_SYNC_INTERVAL")) == "always" {
+	if strings.TrimSpace(e.getenv("XIM_NATS_SYNC_INTERVAL")) == "always" {
 		c.NATSSyncAlways = true
 	} else {
 		dur("XIM_NATS_SYNC_INTERVAL", &c.NATSSync)
@@ -196,7 +157,7 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	num("XIM_MAX_DELTA_BUFFERS", &c.MaxDeltaBuffers)
 	num("XIM_MAX_DELTA_BYTES", &c.MaxDeltaBytes)
 	dur("XIM_TARGET_RETRY_BUDGET", &c.TargetRetryBudget)
-	if v := strings.TrimSpace(getenv("XIM_STAGES")); v != "" {
+	if v := strings.TrimSpace(e.getenv("XIM_STAGES")); v != "" {
 		c.Stages = nil
 		for _, st := range strings.Split(v, ",") {
 			if st = strings.TrimSpace(st); st != "" && !slices.Contains(c.Stages, st) {
@@ -212,12 +173,12 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	i64("XIM_FILES_MAX_BYTES", &c.FilesMaxBytes)
 	dur("XIM_FILE_LINK_TTL", &c.FileLinkTTL)
 	dur("XIM_FILE_DOWNLOAD_TIMEOUT", &c.DownloadTimeout)
-	switch v := strings.TrimSpace(getenv("XIM_DOWNLOAD_ALLOW_PRIVATE")); v {
+	switch v := strings.TrimSpace(e.getenv("XIM_DOWNLOAD_ALLOW_PRIVATE")); v {
 	case "", "0", "false":
 	case "1", "true":
 		c.DownloadAllowPrivate = true
 	default:
-		errs = append(errs, fmt.Errorf("XIM_DOWNLOAD_ALLOW_PRIVATE=%q: 1 or 0", v))
+		e.errs = append(e.errs, fmt.Errorf("XIM_DOWNLOAD_ALLOW_PRIVATE=%q: 1 or 0", v))
 	}
 	dur("XIM_ACK_TIMEOUT", &c.AckTimeout)
 	dur("XIM_OUTBOUND_BACKOFF_MAX", &c.OutboundBackoff)
@@ -240,14 +201,70 @@ func FromEnv(role Role, getenv func(string) string) (Config, error) {
 	}
 	if c.PprofAddr != "" {
 		if host, port, err := net.SplitHostPort(c.PprofAddr); err != nil {
-			errs = append(errs, fmt.Errorf("XIM_PPROF_ADDR %q: want host:port or :port", c.PprofAddr))
+			e.errs = append(e.errs, fmt.Errorf("XIM_PPROF_ADDR %q: want host:port or :port", c.PprofAddr))
 		} else if host == "" {
 			c.PprofAddr = net.JoinHostPort("127.0.0.1", port) // loopback unless a host is named
 		}
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	errs = append(errs, c.Validate())
-	return c, errors.Join(errs...)
+	e.errs = append(e.errs, c.Validate())
+	return c, errors.Join(e.errs...)
+}
+
+// envReader reads XIM_* variables into a Config's fields, collecting every bad value.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// str sets *dst to the variable's value, if set.
+func (e *envReader) str(name string, dst *string) {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		*dst = v
+	}
+}
+
+// dur reads a Go duration.
+func (e *envReader) dur(name string, dst *time.Duration) {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: want a Go duration like 250ms or 24h", name, v))
+			return
+		}
+		*dst = d
+	}
+}
+
+// i64 reads an integer with an optional KiB/MiB/GiB suffix.
+func (e *envReader) i64(name string, dst *int64) {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		n, err := parseBytes(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: %v", name, v, err))
+			return
+		}
+		*dst = n
+	}
+}
+
+// num reads an int as i64 does.
+func (e *envReader) num(name string, dst *int) {
+	var n int64 = int64(*dst)
+	e.i64(name, &n)
+	*dst = int(n)
+}
+
+// port reads a port (0: disabled, -1: any free one) and records that it was set.
+func (e *envReader) port(name string, dst *int, set *bool) {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 || n > 65535 {
+			e.errs = append(e.errs, fmt.Errorf("%s=%q: a port, 0 to disable or -1 for any free port", name, v))
+			return
+		}
+		*dst, *set = n, true
+	}
 }
 
 // Validate reports every inconsistent setting at once.
