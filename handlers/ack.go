@@ -87,8 +87,8 @@ func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo str
 	resp, err := r.nc.RequestMsgWithContext(rctx, m)
 	cancel()
 	switch {
-	case err == nil && string(resp.Data) == "sent":
-		r.metrics.Replies.WithLabelValues("sent").Inc()
+	case err == nil && string(resp.Data) == gatewaySent:
+		r.metrics.Replies.WithLabelValues(string(replySent)).Inc()
 		return nil
 	case err == nil, errors.Is(err, nats.ErrNoResponders):
 		if err == nil {
@@ -104,7 +104,7 @@ func (r *Replier) send(ctx context.Context, to Origin, channel, typ, replyTo str
 	default:
 		// The gateway may or may not have written it: sending it again could answer the packet
 		// twice. A lost reply is recovered by xAgent's retransmission (P-ACK-3).
-		r.metrics.Replies.WithLabelValues("unknown").Inc()
+		r.metrics.Replies.WithLabelValues(string(replyUnknown)).Inc()
 		r.logger.Warn("reply_outcome_unknown", "channel", channel, "packet_id", replyTo, "stage", "reply", "err", err)
 		return nil
 	}

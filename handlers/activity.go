@@ -247,7 +247,7 @@ func (a *Activity) send(channel string, s *activityState) {
 		start := time.Now()
 		err := shower.ShowActivity(ctx, want)
 		cancel()
-		outcome := "ok"
+		outcome := callOK
 		if err != nil {
 			outcome = errorCode(err)
 			a.metrics.ActivityFails.Inc()

@@ -129,8 +129,18 @@ func (b *buffer) stopDisplay() {
 	}
 }
 
+// AssemblerDeps are the delta stage's collaborators.
+type AssemblerDeps struct {
+	Records *Records      // the display records
+	Clear   StatusClearer // clears a status a displayed delta replaces (P-ACT-5)
+	Pacer   *Pacer        // holds a chat's calls while its target asked to wait
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
 // NewAssembler returns the delta stage; Run evicts expired buffers, Close stops display.
-func NewAssembler(cfg AssembleConfig, rec *Records, clear StatusClearer, pacer *Pacer, m *Metrics, logger *slog.Logger) *Assembler {
+func NewAssembler(cfg AssembleConfig, deps AssemblerDeps) *Assembler {
+	rec, clear, pacer, m, logger := deps.Records, deps.Clear, deps.Pacer, deps.Metrics, deps.Logger
 	if cfg.TTL <= 0 {
 		cfg.TTL = 10 * time.Minute
 	}

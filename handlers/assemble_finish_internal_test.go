@@ -25,7 +25,8 @@ func newTestAssembler(t *testing.T) *Assembler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asm := NewAssembler(AssembleConfig{Worker: "w"}, rec, noClear{}, NewPacer(), NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	asm := NewAssembler(AssembleConfig{Worker: "w"}, AssemblerDeps{Records: rec, Clear: noClear{}, Pacer: NewPacer(),
+		Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { _ = asm.Close(context.Background()) })
 	return asm
 }

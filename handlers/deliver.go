@@ -92,8 +92,26 @@ type Deliverer struct {
 	calls    *calls
 }
 
+// DelivererDeps are the final delivery stage's collaborators.
+type DelivererDeps struct {
+	// Records keeps the intent and completion records.
+	Records *Records
+	// Files resolves a final's file_refs.
+	Files FileResolver
+	// Assembler is the delta stage, whose display a final takes over.
+	Assembler *Assembler
+	// Clear clears a status shown by the activity stage (P-ACT-5).
+	Clear StatusClearer
+	// Pacer holds a chat's calls while its target asked to wait.
+	Pacer *Pacer
+	// Replies sends the finals' acks.
+	Replies *Replier
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
 // NewDeliverer returns the final delivery stage.
-func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Assembler, clear StatusClearer, pacer *Pacer, rep *Replier, m *Metrics, logger *slog.Logger) *Deliverer {
+func NewDeliverer(cfg DeliverConfig, deps DelivererDeps) *Deliverer {
 	if cfg.RetryBudget <= 0 {
 		cfg.RetryBudget = 5 * time.Second
 	}
@@ -103,8 +121,9 @@ func NewDeliverer(cfg DeliverConfig, rec *Records, files FileResolver, asm *Asse
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100000
 	}
-	d := &Deliverer{cfg: cfg, records: rec, files: files, assemble: asm, clear: clear, pacer: pacer, replies: rep, metrics: m, logger: logger, done: newDoneCache(cfg.CacheSize), calls: newCalls()}
-	m.Completed.attach(d.done, rec)
+	d := &Deliverer{cfg: cfg, records: deps.Records, files: deps.Files, assemble: deps.Assembler, clear: deps.Clear, pacer: deps.Pacer,
+		replies: deps.Replies, metrics: deps.Metrics, logger: deps.Logger, done: newDoneCache(cfg.CacheSize), calls: newCalls()}
+	deps.Metrics.Completed.attach(d.done, deps.Records)
 	return d
 }
 
@@ -339,7 +358,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 			if err := d.records.Delete(ctx, key, rev); err != nil {
 				return profile.Ack{}, false, err
 			}
-			d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "not_shown")
+			d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", string(reconciledNotShown))
 			ack, err := d.deliver(ctx, in, msg, b, at)
 			return ack, true, err
 		}
@@ -353,7 +372,7 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 		if err := d.records.Delete(ctx, key, rev); err != nil {
 			return profile.Ack{}, false, err
 		}
-		d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", "sent_again_deduped")
+		d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", string(reconciledDeduped))
 		ack, err := d.deliver(ctx, in, msg, b, at)
 		return ack, true, err
 	}
@@ -382,11 +401,11 @@ func (d *Deliverer) reconcile(ctx context.Context, in profile.Envelope, msg prof
 	if err := d.calls.saveDone(ctx, d, key); err != nil {
 		return profile.Ack{}, false, err
 	}
-	outcome := "edited"
+	outcome := reconciledEdited
 	if final {
-		outcome = "shown"
+		outcome = reconciledShown
 	}
-	d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", outcome)
+	d.logger.Info("final_reconciled", "channel", b.Channel, "message_id", msg.MessageID, "packet_id", in.PacketID, "stage", "deliver", "outcome", string(outcome))
 	return profile.Accepted(msg.MessageID), true, nil
 }
 
@@ -463,7 +482,7 @@ func (d *Deliverer) callTarget(ctx context.Context, b Bound, targetID string, m 
 				targetID = id
 			}
 		}
-		outcome := "ok"
+		outcome := callOK
 		if err != nil {
 			outcome = errorCode(err)
 			span.SetStatus(codes.Error, outcome)

@@ -147,3 +147,60 @@ func (c *completedCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(st.Values()))
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.Bytes()))
 }
+
+// The stages' outcome vocabulary: the label values of their metrics and the outcomes their log
+// lines name. The values are the metrics' label values, unchanged.
+
+// packetLabel is a ximd_worker_packets_total{type} value that is not a packet type: a stored
+// packet no stage takes.
+type packetLabel string
+
+const (
+	packetUndecodable packetLabel = "undecodable" // not a packet (or not a frame list)
+	packetDropped     packetLabel = "dropped"     // a packet type the stages do not take from xAgent
+)
+
+// replyOutcome is a ximd_replies_total{outcome} value: what became of an ack or error packet.
+type replyOutcome string
+
+const (
+	replySent     replyOutcome = "sent"      // written to a connection
+	replyQueued   replyOutcome = "queued"    // no live connection: kept in XIM_REPLIES
+	replySentLate replyOutcome = "sent_late" // a queued one sent
+	replyUnknown  replyOutcome = "unknown"   // the gateway did not answer in time
+)
+
+// sendOutcome is a ximd_outbound_sends_total{outcome} value: one send of a user message.
+type sendOutcome string
+
+const (
+	sendSent         sendOutcome = "sent"          // a gateway wrote it to xAgent
+	sendNoConnection sendOutcome = "no_connection" // no gateway holds a live connection
+)
+
+// ackIgnored is a ximd_outbound_acks_ignored_total{reason} value: why an ack from xAgent changed
+// nothing.
+type ackIgnored string
+
+const (
+	ackUnknown  ackIgnored = "unknown"  // no such user message
+	ackFinished ackIgnored = "finished" // the message is no longer pending
+)
+
+// callOK is the ximd_target_call_seconds{outcome} value of a call that succeeded (a failed one
+// is labelled with its error code).
+const callOK = "ok"
+
+// reconcileOutcome is how an in-doubt final was settled (log final_reconciled, key outcome).
+type reconcileOutcome string
+
+const (
+	reconciledNotShown reconcileOutcome = "not_shown"          // the target shows nothing: delivered afresh
+	reconciledDeduped  reconcileOutcome = "sent_again_deduped" // sent again; the target shows one per key
+	reconciledEdited   reconcileOutcome = "edited"             // applied by an edit of the shown message
+	reconciledShown    reconcileOutcome = "shown"              // the target already shows the final
+)
+
+// gatewaySent is a gateway's answer to xim.gw.<gateway>.reply and xim.gw.send when it wrote the
+// packet to a connection.
+const gatewaySent = "sent"

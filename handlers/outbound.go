@@ -20,12 +20,15 @@ import (
 	"github.com/ximd/ximd/subjects"
 )
 
-// Outbound record states in BucketOutbox.
+// OutState is a user message's record state in BucketOutbox (the JSON "state").
+type OutState string
+
+// The outbound record states.
 const (
-	OutPending   = "pending"   // not yet acked accepted/duplicate: sent again until it is
-	OutDelivered = "delivered" // acked accepted or duplicate; kept to absorb target redeliveries
-	OutFailed    = "failed"    // rejected with retryable=false: never sent again (P-STATE-3)
-	OutExpired   = "expired"   // pending longer than the maximum age
+	OutPending   OutState = "pending"   // not yet acked accepted/duplicate: sent again until it is
+	OutDelivered OutState = "delivered" // acked accepted or duplicate; kept to absorb target redeliveries
+	OutFailed    OutState = "failed"    // rejected with retryable=false: never sent again (P-STATE-3)
+	OutExpired   OutState = "expired"   // pending longer than the maximum age
 )
 
 // Code of the terminal failure of a user message pending too long.
@@ -33,7 +36,7 @@ const codeExpired = profile.CodeExpired
 
 // OutRecord is one user message to xAgent (Connector -> xAgent chat.message).
 type OutRecord struct {
-	State     string          `json:"state"`
+	State     OutState        `json:"state"`
 	Payload   json.RawMessage `json:"payload"`
 	CreatedAt int64           `json:"created_at"`
 	Attempts  int             `json:"attempts"`
@@ -105,8 +108,18 @@ type outboxMetrics struct {
 	terminal *prometheus.CounterVec // code
 }
 
-// OpenOutbox opens the pending set; metrics are registered on reg (nil: not registered).
-func OpenOutbox(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg OutboxConfig, reg prometheus.Registerer, logger *slog.Logger) (*Outbox, error) {
+// OutboxDeps are the send path's connections and where it reports.
+type OutboxDeps struct {
+	JetStream jetstream.JetStream // the records (BucketOutbox) and work items (XIM_OUT)
+	Conn      *nats.Conn          // the sends to gateways (xim.gw.send)
+	// Registerer takes the send path's metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// OpenOutbox opens the pending set.
+func OpenOutbox(ctx context.Context, cfg OutboxConfig, deps OutboxDeps) (*Outbox, error) {
+	js, nc, reg, logger := deps.JetStream, deps.Conn, deps.Registerer, deps.Logger
 	cfg.defaults()
 	kv, err := js.KeyValue(ctx, subjects.BucketOutbox)
 	if err != nil {
@@ -224,7 +237,7 @@ func (o *Outbox) update(ctx context.Context, key string, r OutRecord, rev uint64
 func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack) error {
 	key, err := subjects.MessageKey(channel, ack.MessageID)
 	if err != nil {
-		o.metrics.ignored.WithLabelValues("unknown").Inc()
+		o.metrics.ignored.WithLabelValues(string(ackUnknown)).Inc()
 		return nil
 	}
 	var r OutRecord
@@ -236,11 +249,11 @@ func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack)
 			return true, err
 		}
 		if rev == 0 {
-			o.metrics.ignored.WithLabelValues("unknown").Inc()
+			o.metrics.ignored.WithLabelValues(string(ackUnknown)).Inc()
 			return true, nil
 		}
 		if r.State != OutPending {
-			o.metrics.ignored.WithLabelValues("finished").Inc()
+			o.metrics.ignored.WithLabelValues(string(ackFinished)).Inc()
 			return true, nil
 		}
 		retryable := ack.Retryable != nil && *ack.Retryable
@@ -383,24 +396,24 @@ func (o *Outbox) Run(ctx context.Context) error {
 }
 
 // handle is one check of a work item: send if still pending, then schedule the next check.
-func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
+func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Outcome {
 	key := string(m.Data())
 	channel := channelOfKey(key)
 	r, rev, err := o.get(ctx, key)
 	if err != nil {
 		o.logger.Warn("outbound_record_unavailable", "stage", "outbound", "err", err)
-		return again(time.Second)
+		return RetryAfter(time.Second)
 	}
 	if rev == 0 {
 		// Submit writes the work item before the record: give the record a moment, then drop an
 		// item whose submitter died in between (the target redelivers its message).
 		if md, err := m.Metadata(); err == nil && time.Since(md.Timestamp) < orphanGrace {
-			return again(50 * time.Millisecond)
+			return RetryAfter(50 * time.Millisecond)
 		}
-		return done
+		return Done()
 	}
 	if r.State != OutPending {
-		return done // finished
+		return Done() // finished
 	}
 	now := time.Now()
 	var mm profile.Message
@@ -408,21 +421,21 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 	if now.Sub(time.UnixMilli(r.CreatedAt)) > o.cfg.MaxAge {
 		r.State, r.Code, r.Message = OutExpired, codeExpired, fmt.Sprintf("no terminal ack within %s (%d sends)", o.cfg.MaxAge, r.Attempts)
 		if err := o.update(ctx, key, r, rev); err != nil {
-			return again(time.Second)
+			return RetryAfter(time.Second)
 		}
 		o.finish(ctx, channel, mm.MessageID, r)
-		return done
+		return Done()
 	}
 	pkt, err := profile.NewPacket(channel, profile.TypeMessage, "", json.RawMessage(r.Payload))
 	if err != nil {
 		o.logger.Error("outbound_packet_invalid", "channel", channel, "message_id", mm.MessageID, "err", err)
-		return dropped("ximd outbound: the stored message is not a valid packet")
+		return Reject("ximd outbound: the stored message is not a valid packet")
 	}
 	// Record the send before it happens, so an ack (which may come at once) finds this packet.
 	r.Attempts++
 	r.PacketID, r.SentAt = pkt.PacketID, now.UnixMilli()
 	if err := o.update(ctx, key, r, rev); err != nil {
-		return again(100 * time.Millisecond) // changed meanwhile (an ack): check again
+		return RetryAfter(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
 	sctx, span := spans.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), tracer, trace.SpanKindProducer, "outbound send", "")
@@ -433,12 +446,12 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Fate {
 	span.End()
 	delay := o.delay(r.Attempts, sent)
 	if sent {
-		o.metrics.sends.WithLabelValues("sent").Inc()
+		o.metrics.sends.WithLabelValues(string(sendSent)).Inc()
 		o.logger.Debug("user_message_sent", "channel", channel, "message_id", mm.MessageID, "packet_id", pkt.PacketID, "stage", "outbound", "attempt", r.Attempts)
 	} else {
-		o.metrics.sends.WithLabelValues("no_connection").Inc()
+		o.metrics.sends.WithLabelValues(string(sendNoConnection)).Inc()
 	}
-	return again(delay)
+	return RetryAfter(delay)
 }
 
 // send hands a packet to a gateway with a live xAgent connection.
@@ -446,7 +459,7 @@ func (o *Outbox) send(ctx context.Context, b []byte) bool {
 	rctx, cancel := context.WithTimeout(ctx, o.cfg.SendTimeout)
 	defer cancel()
 	resp, err := o.nc.RequestWithContext(rctx, subjects.GatewaySend, b)
-	return err == nil && string(resp.Data) == "sent"
+	return err == nil && string(resp.Data) == gatewaySent
 }
 
 // delay until a message's next check: XIM_ACK_TIMEOUT after a send, doubling with each attempt

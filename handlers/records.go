@@ -13,35 +13,39 @@ import (
 	"github.com/ximd/ximd/subjects"
 )
 
-// Record states in BucketMessages. A message's record moves forward only:
+// RecordState is a message record's state in BucketMessages (the JSON "state"). A message's
+// record moves forward only:
 //
 //	(none) -> displaying -> delivering -> done
 //	(none) ------------------^        \-> unknown
 //
 // A rejected final moves its record back (to displaying, or to none) so a retransmission is
 // processed afresh.
+type RecordState string
+
+// The record states.
 const (
 	// StateDisplaying: a streamed message is shown on an edit target; TargetMessageID is its
 	// handle ("" while the create call's outcome is not known).
-	StateDisplaying = "displaying"
+	StateDisplaying RecordState = "displaying"
 	// StateDelivering is the intent: recorded before the target is touched for a final.
-	StateDelivering = "delivering"
+	StateDelivering RecordState = "delivering"
 	// StateDone is a completed message_id: every side effect succeeded and `accepted` was sent.
-	StateDone = "done"
+	StateDone RecordState = "done"
 	// StateUnknown is a final whose outcome could not be known after a crash: answered
 	// delivery_outcome_unknown and never sent again.
-	StateUnknown = "unknown"
+	StateUnknown RecordState = "unknown"
 	// StateRejected is a final (or tool invocation) the target refused for good (a rejection
 	// with retryable false): every later arrival gets the same rejection, and the target is not
 	// called again. Code and Message hold it.
-	StateRejected = "rejected"
+	StateRejected RecordState = "rejected"
 )
 
 // Record is one message's entry in BucketMessages.
 type Record struct {
-	State    string `json:"state"`
-	Digest   string `json:"digest,omitempty"`
-	PacketID string `json:"packet_id,omitempty"`
+	State    RecordState `json:"state"`
+	Digest   string      `json:"digest,omitempty"`
+	PacketID string      `json:"packet_id,omitempty"`
 	// Seq is the XIM_IN stream sequence of the accepted packet: its redelivery is answered
 	// accepted again, any other arrival (a frame sent again, byte for byte) duplicate.
 	Seq             uint64 `json:"seq,omitempty"`

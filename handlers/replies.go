@@ -41,7 +41,7 @@ func (q *ReplyQueue) put(ctx context.Context, channel, msgID string, b []byte) e
 	if _, err := q.js.Publish(ctx, subject, b, jetstream.WithMsgID(msgID)); err != nil {
 		return fmt.Errorf("queue reply: %w", err)
 	}
-	q.metrics.WithLabelValues("queued").Inc()
+	q.metrics.WithLabelValues(string(replyQueued)).Inc()
 	return nil
 }
 
@@ -51,19 +51,19 @@ func (q *ReplyQueue) Run(ctx context.Context) error {
 	return consumeWorkItems(ctx, q.js, subjects.StreamReplies, subjects.RepliesConsumer, 64, q.handle, q.logger)
 }
 
-func (q *ReplyQueue) handle(ctx context.Context, m jetstream.Msg) Fate {
+func (q *ReplyQueue) handle(ctx context.Context, m jetstream.Msg) Outcome {
 	rctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	resp, err := q.nc.RequestWithContext(rctx, subjects.GatewaySend, m.Data())
 	cancel()
-	if err == nil && string(resp.Data) == "sent" {
-		q.metrics.WithLabelValues("sent_late").Inc()
-		return done
+	if err == nil && string(resp.Data) == gatewaySent {
+		q.metrics.WithLabelValues(string(replySentLate)).Inc()
+		return Done()
 	}
 	attempts := uint64(1)
 	if md, err := m.Metadata(); err == nil {
 		attempts = md.NumDelivered
 	}
-	return again(queuedReplyDelay(attempts))
+	return RetryAfter(queuedReplyDelay(attempts))
 }
 
 // queuedReplyDelay is the wait before the attempts+1-th try of a queued reply: 1s doubling to 30s.

@@ -33,17 +33,33 @@ type Stages struct {
 	logger   *slog.Logger
 }
 
-// NewStages wires the stages.
-func NewStages(cat *profile.Catalog, t *Targets, asm *Assembler, del *Deliverer, act *Activity, out *Outbox, rep *Replier, m *Metrics, logger *slog.Logger) *Stages {
-	return &Stages{catalog: cat, targets: t, assemble: asm, deliver: del, activity: act, outbox: out, replies: rep, metrics: m, logger: logger}
+// StagesDeps are what the stages dispatch to and report through.
+type StagesDeps struct {
+	Catalog   *profile.Catalog
+	Targets   *Targets
+	Assembler *Assembler
+	Deliverer *Deliverer
+	Activity  *Activity
+	Outbox    *Outbox
+	Replies   *Replier
+	Metrics   *Metrics
+	Logger    *slog.Logger
 }
 
-// Handle is the Watermill handler of a stage consumer. A returned error is an infrastructure
-// failure only (retried with back-off, then poisoned); protocol outcomes are replies. A stored
-// message holds one packet or several of one channel (subjects.HeaderFrames), handled in order;
-// when one fails, the message comes again and the packets before it are handled again, which the
-// stages' idempotence makes harmless (a delta already applied is a retransmission).
-func (s *Stages) Handle(msg *message.Message) error {
+// NewStages wires the stages.
+func NewStages(deps StagesDeps) *Stages {
+	return &Stages{catalog: deps.Catalog, targets: deps.Targets, assemble: deps.Assembler, deliver: deps.Deliverer, activity: deps.Activity,
+		outbox: deps.Outbox, replies: deps.Replies, metrics: deps.Metrics, logger: deps.Logger}
+}
+
+// Handle is the handler of a stage consumer (run by the router through Route). Its outcome is
+// Retry for an infrastructure failure only (retried with back-off, then poisoned); protocol
+// outcomes are replies, and the packet is then done; a stored message that is not a packet is
+// rejected (dropped). A stored message holds one packet or several of one channel
+// (subjects.HeaderFrames), handled in order; when one fails, the message comes again and the
+// packets before it are handled again, which the stages' idempotence makes harmless (a delta
+// already applied is a retransmission).
+func (s *Stages) Handle(msg *message.Message) Outcome {
 	from := Origin{Gateway: msg.Metadata.Get(subjects.HeaderGateway), Conn: msg.Metadata.Get(subjects.HeaderConn)}
 	var received time.Time // first deliveries only
 	if n, _ := strconv.Atoi(msg.Metadata.Get(subjects.MetaNumDelivered)); n > 1 {
@@ -54,35 +70,47 @@ func (s *Stages) Handle(msg *message.Message) error {
 	}
 	frames, err := subjects.SplitFrames(msg.Metadata.Get(subjects.HeaderFrames), msg.Payload)
 	if err != nil {
-		s.metrics.Packets.WithLabelValues("undecodable").Inc()
+		s.metrics.Packets.WithLabelValues(string(packetUndecodable)).Inc()
 		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
-		return nil
+		return Reject(reasonUndecodable)
 	}
 	for _, frame := range frames {
-		if err := s.handle(msg, from, received, frame); err != nil {
-			return err
+		if o := s.handle(msg, from, received, frame); o.Kind() != OutcomeDone {
+			return o
 		}
 	}
-	return nil
+	return Done()
 }
 
-// handle validates one stored packet and hands it to the stage of its type.
-func (s *Stages) handle(msg *message.Message, from Origin, received time.Time, frame []byte) error {
-	ctx := msg.Context()
+// Reasons of the stage packets dropped for good.
+const (
+	reasonUndecodable = "ximd stages: the stored message is not a packet"
+)
+
+// handle validates one stored packet and hands it to the stage of its type. A packet that is
+// not one, or not one the stages take, is done (the frames after it still count).
+func (s *Stages) handle(msg *message.Message, from Origin, received time.Time, frame []byte) Outcome {
 	env, err := profile.DecodeEnvelope(frame)
 	if err != nil {
 		// Gateways store only decodable packets; anything else was published by someone else.
-		s.metrics.Packets.WithLabelValues("undecodable").Inc()
+		s.metrics.Packets.WithLabelValues(string(packetUndecodable)).Inc()
 		s.logger.Warn("stored_packet_undecodable", "stage", "validate", "err", err)
-		return nil
+		return Done()
 	}
 	pt, ok := s.catalog.Accepts(profile.FromAgent, env.Type)
 	if !ok {
-		s.metrics.Packets.WithLabelValues("dropped").Inc()
-		return nil
+		s.metrics.Packets.WithLabelValues(string(packetDropped)).Inc()
+		return Done()
 	}
+	return outcomeOf(s.dispatch(msg, from, received, env, pt.Stage))
+}
+
+// dispatch hands a decoded packet of stage to the stage of its type; an error is an
+// infrastructure failure.
+func (s *Stages) dispatch(msg *message.Message, from Origin, received time.Time, env profile.Envelope, stage string) error {
+	ctx := msg.Context()
 	ctx, span := spans.Start(otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(msg.Metadata)), tracer,
-		trace.SpanKindConsumer, "stage", pt.Stage)
+		trace.SpanKindConsumer, "stage", stage)
 	defer span.End()
 	if span.IsRecording() { // off, no attribute is built
 		span.SetAttributes(attrChannel.String(env.ChannelID), attrType.String(env.Type), attrPacketID.String(env.PacketID))
@@ -145,20 +173,21 @@ func (s *Stages) ChannelClosed(channel string) {
 	s.targets.Forget(channel)
 }
 
-// PoisonHandler answers packets a partition gave up on: a chat.message still gets its one ack,
-// `rejected` `internal_error` with retryable=true (xAgent retransmits it later), a tool.invoke
-// its one tool.result with that error.
-func (s *Stages) PoisonHandler(msg *message.Message) error {
+// PoisonHandler answers packets a partition gave up on (run by the router through Route): a
+// chat.message still gets its one ack, `rejected` `internal_error` with retryable=true (xAgent
+// retransmits it later), a tool.invoke its one tool.result with that error. A reply that could
+// not be handed over is retried, like a stage's.
+func (s *Stages) PoisonHandler(msg *message.Message) Outcome {
 	frames, err := subjects.SplitFrames(msg.Metadata.Get(subjects.HeaderFrames), msg.Payload)
 	if err != nil {
-		return nil
+		return Reject(reasonUndecodable)
 	}
 	for _, frame := range frames {
 		if err := s.poisoned(msg, frame); err != nil {
-			return err
+			return Retry(err)
 		}
 	}
-	return nil
+	return Done()
 }
 
 // poisoned answers one packet of a message a stage gave up on.

@@ -9,6 +9,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/ximd/ximd/handlers"
 )
 
 // RouterConfig configures the worker's Watermill router.
@@ -30,7 +32,10 @@ func DefaultRouterConfig() RouterConfig {
 // NewRouter returns a router whose handlers are wrapped, outermost first, in: the poison queue
 // (a message whose handler still fails after the retries is published to poisonTopic with the
 // reason in metadata "reason_poisoned", then acked, so it never hot-loops), the retry with
-// back-off, and the recoverer (a panic becomes an error).
+// back-off, and the recoverer (a panic becomes an error). The handlers are the stages' outcomes
+// routed by handlers.Route: a retry is an error (retried, then poisoned with its text as the
+// reason), a poisoning a *handlers.PoisonError (poisoned at once, not retried), anything else
+// nil (acked).
 func NewRouter(cfg RouterConfig, poison message.Publisher, poisonTopic string, logger *slog.Logger) (*message.Router, error) {
 	if cfg.Retries < 0 || cfg.RetryInitial <= 0 || cfg.RetryMax < cfg.RetryInitial {
 		return nil, errors.New("router: retries >= 0 and 0 < retry initial <= retry max required")
@@ -51,8 +56,32 @@ func NewRouter(cfg RouterConfig, poison message.Publisher, poisonTopic string, l
 		Multiplier:      2,
 		Logger:          watermill.NewSlogLogger(logger),
 	}
-	r.AddMiddleware(pq, retry.Middleware, middleware.Recoverer)
+	r.AddMiddleware(pq, retryUnlessPoisoned(retry), middleware.Recoverer)
 	return r, nil
+}
+
+// retryUnlessPoisoned is retry's middleware for every failure but a poisoning
+// (*handlers.PoisonError), which it hands on to the poison queue at once, not retried. (Retry's
+// own ShouldRetry would do, but calling it advances the back-off: the retries would come later.)
+func retryUnlessPoisoned(retry middleware.Retry) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			var poisoned error
+			out, err := retry.Middleware(func(msg *message.Message) ([]*message.Message, error) {
+				out, err := h(msg)
+				var pe *handlers.PoisonError
+				if errors.As(err, &pe) {
+					poisoned = err
+					return out, nil
+				}
+				return out, err
+			})(msg)
+			if poisoned != nil {
+				return out, poisoned
+			}
+			return out, err
+		}
+	}
 }
 
 // traceChecked is a Watermill logger whose Trace lines (two a message: received, acked) are

@@ -228,7 +228,7 @@ func (t *tailer) outbox(e jetstream.KeyValueEntry) {
 		}
 	default:
 		delete(t.attempts, key)
-		detail := r.State
+		detail := string(r.State)
 		if r.Code != "" {
 			detail += " " + r.Code
 		}

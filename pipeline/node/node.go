@@ -101,127 +101,24 @@ func (n *Node) Token() string { return n.token }
 // Run runs the node until ctx ends, then drains: the edge stops taking packets, stored packets
 // are flushed, handlers in flight finish (or their messages are handed back), and NATS closes.
 func (n *Node) Run(ctx context.Context) error {
-	var closers []func(context.Context) // run in reverse order at the end
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-		defer cancel()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i](dctx)
-		}
-	}()
+	var cl closers // added to as the node starts: run when Run returns
+	defer func() { cl.run(45 * time.Second) }()
 	closePprof, err := n.servePprof(n.logger)
 	if err != nil {
 		return err
 	}
-	closers = append(closers, closePprof)
-	var nc *nats.Conn
-	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
-	if n.cfg.NATSURL == "" {
-		seedFile := filepath.Join(n.cfg.DataDir, NATSSeedFile)
-		user, err := pipeline.EnsureUserSeed(seedFile, n.logger)
-		if err != nil {
-			return err
-		}
-		srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort,
-			PortFallback: !n.cfg.NATSPortSet, MonitorPortFallback: !n.cfg.NATSMonitorPortSet,
-			SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways, UserNkeys: []string{user}}, n.logger)
-		var inUse *pipeline.PortInUseError
-		if errors.As(err, &inUse) {
-			name := map[string]string{"client": "XIM_NATS_PORT", "monitor": "XIM_NATS_MONITOR_PORT"}[inUse.Which]
-			return fmt.Errorf("%s: %s is in use (set another port, or -1 for any free one): %w", name, inUse.Addr, inUse.Err)
-		}
-		if err != nil {
-			return err
-		}
-		closers = append(closers, func(context.Context) { srv.Shutdown() })
-		n.natsURL, n.natsCreds = srv.ClientURL(), pipeline.Credentials{File: seedFile}
-		n.logger.Info("nats_embedded", "client_url", srv.ClientURL(), "monitor_url", srv.MonitorURL(),
-			"store_dir", filepath.Join(n.cfg.DataDir, "jetstream"), "credentials", seedFile)
-		remove, err := writeNATSURLs(n.cfg.DataDir, srv.ClientURL(), srv.MonitorURL())
-		if err != nil {
-			return err
-		}
-		closers = append(closers, func(context.Context) { remove() })
-		auth, err := n.natsCreds.Options()
-		if err != nil {
-			return err
-		}
-		if nc, err = pipeline.Connect(srv.ClientURL(), name, n.logger, append(auth, srv.InProcess())...); err != nil {
-			return err
-		}
-	} else {
-		n.natsURL, n.natsCreds = n.cfg.NATSURL, pipeline.Credentials{File: n.cfg.NATSCreds, CA: n.cfg.NATSCA}
-		auth, err := n.natsCreds.Options()
-		if err != nil {
-			return fmt.Errorf("XIM_NATS_CREDS / XIM_NATS_CA: %w", err)
-		}
-		if nc, err = pipeline.Connect(n.cfg.NATSURL, name, n.logger, auth...); err != nil {
-			return err
-		}
-	}
-	closers = append(closers, func(context.Context) { _ = nc.Drain(); waitClosed(nc, 10*time.Second) })
-	js, err := jetstream.New(nc)
+	cl.add(closePprof)
+	nc, err := n.connect(&cl)
 	if err != nil {
 		return err
 	}
-	if err := n.provision(ctx, js); err != nil {
-		return err
-	}
-	reg, err := channels.Open(ctx, js, n.logger)
+	p, err := n.open(ctx, nc, &cl)
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
 	errc := make(chan error, 8)
-	rctx, stopRegistry := context.WithCancel(context.Background())
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = reg.Run(rctx) }()
-	closers = append(closers, func(context.Context) { stopRegistry(); wg.Wait() })
-
-	records, err := handlers.OpenRecords(ctx, js)
-	if err != nil {
+	if err := n.startRoles(ctx, p, errc, &cl); err != nil {
 		return err
-	}
-	fileStore, err := n.files(ctx, js)
-	if err != nil {
-		return err
-	}
-	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
-	hook := webhook.New(webhook.Options{Logger: n.logger, Fetcher: fetcher})
-	chat, err := n.openWebchat(js, reg)
-	if err != nil {
-		return err
-	}
-	adapters := adapter.NewRegistry(hook, chat,
-		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
-		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}),
-		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}),
-		slack.New(slack.Options{Logger: n.logger.With("adapter", slack.Name), Files: fileStore}))
-	outbox, err := handlers.OpenOutbox(ctx, js, nc, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge}, n.reg, n.logger.With("stage", "outbound"))
-	if err != nil {
-		return err
-	}
-
-	if n.cfg.Role != RoleGateway {
-		closeWorker, err := n.startWorker(ctx, nc, js, reg, records, outbox, fileStore, adapters, errc)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeWorker)
-	}
-	if n.cfg.Role == RoleWorker {
-		closeOps, err := n.serve(edge.Ops(n.reg, n.readiness(nc, js)), n.logger.With("role", "worker"), errc)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeOps)
-	}
-	if n.cfg.Role != RoleWorker {
-		closeEdge, err := n.startEdge(ctx, nc, js, reg, records, outbox, fileStore, adapters, errc)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeEdge)
 	}
 	close(n.ready)
 	n.logger.Info("ximd_ready", "role", string(n.cfg.Role), "instance", n.cfg.Instance, "http_addr", n.httpAddr, "version", Version)
@@ -232,6 +129,174 @@ func (n *Node) Run(ctx context.Context) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// closers are what a running node undoes when it stops, in reverse order.
+type closers []func(context.Context)
+
+func (c *closers) add(f func(context.Context)) { *c = append(*c, f) }
+
+// run runs the closers, last added first, within d in all.
+func (c closers) run(d time.Duration) {
+	dctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i](dctx)
+	}
+}
+
+// parts are what every role of a node uses: its NATS connection and what it opened on it.
+type parts struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	reg      *channels.Registry
+	records  *handlers.Records
+	outbox   *handlers.Outbox
+	files    *files.Store
+	adapters *adapter.Registry
+}
+
+// connect connects to XIM_NATS_URL, or starts the embedded NATS server and connects to it in
+// process; the connection drains when the node stops.
+func (n *Node) connect(cl *closers) (*nats.Conn, error) {
+	name := fmt.Sprintf("ximd-%s-%s", n.cfg.Role, n.cfg.Instance)
+	var nc *nats.Conn
+	if n.cfg.NATSURL == "" {
+		url, opts, err := n.startEmbedded(cl)
+		if err != nil {
+			return nil, err
+		}
+		if nc, err = pipeline.Connect(url, name, n.logger, opts...); err != nil {
+			return nil, err
+		}
+	} else {
+		n.natsURL, n.natsCreds = n.cfg.NATSURL, pipeline.Credentials{File: n.cfg.NATSCreds, CA: n.cfg.NATSCA}
+		auth, err := n.natsCreds.Options()
+		if err != nil {
+			return nil, fmt.Errorf("XIM_NATS_CREDS / XIM_NATS_CA: %w", err)
+		}
+		if nc, err = pipeline.Connect(n.cfg.NATSURL, name, n.logger, auth...); err != nil {
+			return nil, err
+		}
+	}
+	cl.add(func(context.Context) { _ = nc.Drain(); waitClosed(nc, 10*time.Second) })
+	return nc, nil
+}
+
+// startEmbedded starts the embedded NATS server in the data dir (its user's seed created once)
+// and returns its client URL and the options that connect to it in process.
+func (n *Node) startEmbedded(cl *closers) (string, []nats.Option, error) {
+	seedFile := filepath.Join(n.cfg.DataDir, NATSSeedFile)
+	user, err := pipeline.EnsureUserSeed(seedFile, n.logger)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: n.cfg.DataDir, Port: n.cfg.NATSPort, MonitorPort: n.cfg.NATSMonitorPort,
+		PortFallback: !n.cfg.NATSPortSet, MonitorPortFallback: !n.cfg.NATSMonitorPortSet,
+		SyncInterval: n.cfg.NATSSync, SyncAlways: n.cfg.NATSSyncAlways, UserNkeys: []string{user}}, n.logger)
+	var inUse *pipeline.PortInUseError
+	if errors.As(err, &inUse) {
+		name := map[string]string{"client": "XIM_NATS_PORT", "monitor": "XIM_NATS_MONITOR_PORT"}[inUse.Which]
+		return "", nil, fmt.Errorf("%s: %s is in use (set another port, or -1 for any free one): %w", name, inUse.Addr, inUse.Err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	cl.add(func(context.Context) { srv.Shutdown() })
+	n.natsURL, n.natsCreds = srv.ClientURL(), pipeline.Credentials{File: seedFile}
+	n.logger.Info("nats_embedded", "client_url", srv.ClientURL(), "monitor_url", srv.MonitorURL(),
+		"store_dir", filepath.Join(n.cfg.DataDir, "jetstream"), "credentials", seedFile)
+	remove, err := writeNATSURLs(n.cfg.DataDir, srv.ClientURL(), srv.MonitorURL())
+	if err != nil {
+		return "", nil, err
+	}
+	cl.add(func(context.Context) { remove() })
+	auth, err := n.natsCreds.Options()
+	if err != nil {
+		return "", nil, err
+	}
+	return srv.ClientURL(), append(auth, srv.InProcess()), nil
+}
+
+// open provisions the streams and buckets and opens what every role uses: the channel registry
+// (watched until the node stops), the message records, the Transfer Plane, the adapters and the
+// send path's outbox.
+func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.provision(ctx, js); err != nil {
+		return nil, err
+	}
+	reg, err := channels.Open(ctx, js, n.logger)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	rctx, stopRegistry := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = reg.Run(rctx) }()
+	cl.add(func(context.Context) { stopRegistry(); wg.Wait() })
+
+	p := &parts{nc: nc, js: js, reg: reg}
+	if p.records, err = handlers.OpenRecords(ctx, js); err != nil {
+		return nil, err
+	}
+	if p.files, err = n.files(ctx, js); err != nil {
+		return nil, err
+	}
+	if p.adapters, err = n.openAdapters(js, reg, p.files); err != nil {
+		return nil, err
+	}
+	p.outbox, err = handlers.OpenOutbox(ctx, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge},
+		handlers.OutboxDeps{JetStream: js, Conn: nc, Registerer: n.reg, Logger: n.logger.With("stage", "outbound")})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// openAdapters builds the registry of every platform adapter.
+func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, fileStore *files.Store) (*adapter.Registry, error) {
+	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
+	hook := webhook.New(webhook.Options{Logger: n.logger, Fetcher: fetcher})
+	chat, err := n.openWebchat(js, reg)
+	if err != nil {
+		return nil, err
+	}
+	return adapter.NewRegistry(hook, chat,
+		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
+		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}),
+		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}),
+		slack.New(slack.Options{Logger: n.logger.With("adapter", slack.Name), Files: fileStore})), nil
+}
+
+// startRoles starts the node's role: the worker (stage consumers, outbound and replies loops,
+// pollers), with the ops endpoints alone, or the edge (gateway, HTTP API), or both.
+func (n *Node) startRoles(ctx context.Context, p *parts, errc chan<- error, cl *closers) error {
+	if n.cfg.Role != RoleGateway {
+		closeWorker, err := n.startWorker(ctx, p, errc)
+		if err != nil {
+			return err
+		}
+		cl.add(closeWorker)
+	}
+	if n.cfg.Role == RoleWorker {
+		closeOps, err := n.serve(edge.Ops(n.reg, n.readiness(p.nc, p.js)), n.logger.With("role", "worker"), errc)
+		if err != nil {
+			return err
+		}
+		cl.add(closeOps)
+	}
+	if n.cfg.Role != RoleWorker {
+		closeEdge, err := n.startEdge(ctx, p, errc)
+		if err != nil {
+			return err
+		}
+		cl.add(closeEdge)
+	}
+	return nil
 }
 
 func (n *Node) provision(ctx context.Context, js jetstream.JetStream) error {
@@ -321,7 +386,8 @@ type worker struct {
 	runsAssemble bool
 }
 
-func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *adapter.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startWorker(ctx context.Context, p *parts, errc chan<- error) (func(context.Context), error) {
+	nc, js, reg, outbox, fs, adapters := p.nc, p.js, p.reg, p.outbox, p.files, p.adapters
 	w := &worker{log: n.logger.With("role", "worker"), outbox: outbox, instance: n.cfg.Instance}
 	mem, err := members.New(nc, members.Config{Instance: n.cfg.Instance, Partitions: n.cfg.Store.Partitions, Stages: n.cfg.Stages}, n.reg, w.log.With("stage", "members"))
 	if err != nil {
@@ -338,7 +404,7 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
 		return nil, err
 	}
-	stages, err := n.buildStages(ctx, nc, js, reg, records, fs, adapters, w)
+	stages, err := n.buildStages(ctx, p, w)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +421,8 @@ func (n *Node) startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 func (n *Node) runs(stage string) bool { return slices.Contains(n.cfg.Stages, stage) }
 
 // buildStages makes the stages' parts and their shared helpers.
-func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, fs *files.Store, adapters *adapter.Registry, w *worker) (*handlers.Stages, error) {
+func (n *Node) buildStages(ctx context.Context, p *parts, w *worker) (*handlers.Stages, error) {
+	nc, js, reg, records, fs, adapters := p.nc, p.js, p.reg, p.records, p.files, p.adapters
 	m := handlers.NewMetrics(n.reg)
 	n.reg.MustRegister(pipeline.NewStreamCollector(js)) // consumer lag, pending user messages
 	w.replies = handlers.NewReplyQueue(js, nc, m.Replies, w.log.With("stage", "reply"))
@@ -382,11 +449,12 @@ func (n *Node) buildStages(ctx context.Context, nc *nats.Conn, js jetstream.JetS
 		// a partition's deliver and assemble stages on different workers until every pin moved.
 		DeliverLocal: func(p int, since time.Time) bool {
 			return w.mem.Owns(stageDeliver, p) && w.mem.SteadyFor(handOverWindow+time.Since(since))
-		}}, records, clear, pacer, m, w.log)
+		}}, handlers.AssemblerDeps{Records: records, Clear: clear, Pacer: pacer, Metrics: m, Logger: w.log})
 	finisher := &handlers.Finisher{Owner: func(p int) string { return w.mem.Owner(stageAssemble, p) }, Self: n.cfg.Instance, Pub: nc, Logger: w.log}
 	del := handlers.NewDeliverer(handlers.DeliverConfig{RetryBudget: n.cfg.TargetRetryBudget, CallTimeout: n.cfg.TargetTimeout, Worker: process, Finished: finisher},
-		records, fileResolver{fs}, w.asm, clear, pacer, replies, m, w.log)
-	stages := handlers.NewStages(profile.Default(), targets, w.asm, del, w.activity, w.outbox, replies, m, w.log)
+		handlers.DelivererDeps{Records: records, Files: fileResolver{fs}, Assembler: w.asm, Clear: clear, Pacer: pacer, Replies: replies, Metrics: m, Logger: w.log})
+	stages := handlers.NewStages(handlers.StagesDeps{Catalog: profile.Default(), Targets: targets, Assembler: w.asm, Deliverer: del,
+		Activity: w.activity, Outbox: w.outbox, Replies: replies, Metrics: m, Logger: w.log})
 	reg.OnChange(func(id string, open bool) {
 		if !open {
 			stages.ChannelClosed(id)
@@ -442,14 +510,14 @@ func (n *Node) subscribeStages(js jetstream.JetStream, stages *handlers.Stages, 
 	for _, stage := range n.cfg.Stages {
 		for p := 0; p < n.cfg.Store.Partitions; p++ {
 			name := subjects.StageConsumer(stage, p)
-			w.router.AddNoPublisherHandler(name, name, w.sub, stages.Handle)
+			w.router.AddNoPublisherHandler(name, name, w.sub, handlers.Route(stages.Handle))
 		}
 	}
 	if n.runs(stageDeliver) {
 		if w.poison, err = bus.NewSubscriber(js, bus.SubscriberConfig{Consumer: stageConsumerOrPoison(kinds)}, w.log); err != nil {
 			return err
 		}
-		w.router.AddNoPublisherHandler(poisonConsumer, poisonConsumer, w.poison, stages.PoisonHandler)
+		w.router.AddNoPublisherHandler(poisonConsumer, poisonConsumer, w.poison, handlers.Route(stages.PoisonHandler))
 	}
 	n.reg.MustRegister(newLaneCollector(w.sub))
 	return nil
@@ -601,7 +669,8 @@ func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer 
 	}
 }
 
-func (n *Node) startEdge(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, records *handlers.Records, outbox *handlers.Outbox, fs *files.Store, adapters *adapter.Registry, errc chan<- error) (func(context.Context), error) {
+func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func(context.Context), error) {
+	nc, js, reg, records, outbox, fs, adapters := p.nc, p.js, p.reg, p.records, p.outbox, p.files, p.adapters
 	log := n.logger.With("role", "gateway")
 	token, err := n.agentToken()
 	if err != nil {
