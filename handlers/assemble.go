@@ -167,7 +167,7 @@ func NewAssembler(cfg AssembleConfig, deps AssemblerDeps) *Assembler {
 func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Place, completed bool) (*profile.Error, error) {
 	k := bufKey{b.Channel, d.MessageID}
 	if completed {
-		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaCompleted)).Inc()
 		return nil, nil
 	}
 	a.mu.Lock()
@@ -178,7 +178,7 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 	evicted := buf == nil && a.evicted.has(k)
 	a.mu.Unlock()
 	if evicted {
-		a.metrics.DeltasIgnored.WithLabelValues("evicted").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaEvicted)).Inc()
 		return nil, nil
 	}
 	if buf == nil {
@@ -196,25 +196,25 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 	buf.lastSeen = time.Now()
 	switch {
 	case buf.lost:
-		a.metrics.DeltasIgnored.WithLabelValues("evicted").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaEvicted)).Inc()
 		return nil, nil
 	case buf.finished: // its final took the buffer while this delta was on its way to it
-		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaCompleted)).Inc()
 		return nil, nil
 	case d.Sequence < buf.next:
 		if buf.hashes != nil && d.Sequence <= int64(len(buf.hashes)) && buf.hashes[d.Sequence-1] != h {
 			return profile.Errorf(profile.CodeDeltaSequenceConflict, "sequence %d of message %s was already received with different text", d.Sequence, d.MessageID), nil
 		}
-		a.metrics.DeltasIgnored.WithLabelValues("retransmit").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaRetransmit)).Inc()
 		return nil, nil
 	case buf.broken && buf.next == 0:
-		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaAfterGap)).Inc()
 		return nil, nil
 	case d.Sequence > buf.next:
 		expected := buf.next
 		buf.broken = true
 		buf.next = 0 // no further sequence is applied
-		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaAfterGap)).Inc()
 		return profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence %d, got %d", expected, d.Sequence), nil
 	}
 	buf.next++
@@ -227,7 +227,7 @@ func (a *Assembler) Apply(ctx context.Context, b Bound, d profile.Delta, at Plac
 	if size := 8*len(buf.hashes) + len(buf.text) + len(d.Text); size > a.cfg.MaxBytes {
 		if !buf.broken {
 			buf.broken = true
-			a.metrics.DeltaEvicted.WithLabelValues("bytes").Inc()
+			a.metrics.DeltaEvicted.WithLabelValues(string(evictBytes)).Inc()
 		}
 		buf.text = nil
 		if 8*len(buf.hashes) > a.cfg.MaxBytes {
@@ -267,7 +267,7 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 	}
 	switch {
 	case rev != 0 && rec.State != StateDisplaying:
-		a.metrics.DeltasIgnored.WithLabelValues("completed").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaCompleted)).Inc()
 		return nil, nil, nil
 	case d.Sequence == 1:
 	case rev != 0:
@@ -276,7 +276,7 @@ func (a *Assembler) open(ctx context.Context, b Bound, d profile.Delta) (*buffer
 		buf.broken = true
 		buf.next = 0
 		a.insert(buf)
-		a.metrics.DeltasIgnored.WithLabelValues("after_gap").Inc()
+		a.metrics.DeltasIgnored.WithLabelValues(string(deltaAfterGap)).Inc()
 		return nil, profile.Errorf(profile.CodeDeltaSequenceGap, "expected sequence 1, got %d", d.Sequence), nil
 	}
 	a.insert(buf)
@@ -287,7 +287,7 @@ func (a *Assembler) insert(buf *buffer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for len(a.buffers) >= a.cfg.MaxBuffers {
-		a.evictLocked(a.lru.Back().Value.(*buffer), "capacity") // the least recently used
+		a.evictLocked(a.lru.Back().Value.(*buffer), evictCapacity) // the least recently used
 	}
 	a.buffers[buf.key] = buf
 	buf.elem = a.lru.PushFront(buf)
@@ -301,13 +301,13 @@ func (b *buffer) lastSeenUnlocked() time.Time {
 }
 
 // evictLocked drops a buffer before its final; its display stops. a.mu is held.
-func (a *Assembler) evictLocked(buf *buffer, reason string) {
+func (a *Assembler) evictLocked(buf *buffer, reason evictReason) {
 	delete(a.buffers, buf.key)
 	a.lru.Remove(buf.elem)
 	if reason != "channel_closed" {
 		a.evicted.add(buf.key)
 	}
-	a.metrics.DeltaEvicted.WithLabelValues(reason).Inc()
+	a.metrics.DeltaEvicted.WithLabelValues(string(reason)).Inc()
 	a.metrics.DeltaBuffers.Set(float64(len(a.buffers)))
 	buf.mu.Lock()
 	buf.broken = true
@@ -648,7 +648,7 @@ func (a *Assembler) release(ctx context.Context, key, targetID string) error {
 }
 
 func (a *Assembler) observe(adapter, op string, start time.Time, err error) {
-	outcome := "ok"
+	outcome := callOK
 	if err != nil {
 		outcome = errorCode(err)
 	}
@@ -704,7 +704,7 @@ func (a *Assembler) expire(before time.Time) {
 		if !b.lastSeenUnlocked().Before(before) {
 			break // the rest were used later
 		}
-		a.evictLocked(b, "ttl")
+		a.evictLocked(b, evictTTL)
 		e = prev
 	}
 	for k, b := range a.draining { // evicted buffers whose final never came
@@ -720,7 +720,7 @@ func (a *Assembler) DropChannel(channel string) {
 	defer a.mu.Unlock()
 	for k, b := range a.buffers {
 		if k.channel == channel {
-			a.evictLocked(b, "channel_closed")
+			a.evictLocked(b, evictChannelClosed)
 		}
 	}
 }

@@ -204,3 +204,24 @@ const (
 // gatewaySent is a gateway's answer to xim.gw.<gateway>.reply and xim.gw.send when it wrote the
 // packet to a connection.
 const gatewaySent = "sent"
+
+// deltaIgnored is a ximd_deltas_ignored_total{reason} value: why a delta was not applied.
+type deltaIgnored string
+
+const (
+	deltaCompleted  deltaIgnored = "completed"  // its message is final already
+	deltaEvicted    deltaIgnored = "evicted"    // its message's buffer was evicted
+	deltaRetransmit deltaIgnored = "retransmit" // a sequence applied before, with the same text
+	deltaAfterGap   deltaIgnored = "after_gap"  // its message's stream has a gap (P-DLT-2)
+)
+
+// evictReason is a ximd_delta_buffers_evicted_total{reason} value: why a delta buffer was dropped
+// before its final.
+type evictReason string
+
+const (
+	evictCapacity      evictReason = "capacity"       // XIM_MAX_DELTA_BUFFERS reached: the least recently used
+	evictBytes         evictReason = "bytes"          // a buffer over XIM_MAX_DELTA_BYTES
+	evictTTL           evictReason = "ttl"            // no delta for XIM_DELTA_TTL
+	evictChannelClosed evictReason = "channel_closed" // its channel was deleted
+)

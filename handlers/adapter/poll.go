@@ -74,31 +74,46 @@ type Receiver interface {
 	// platform's signature with ch's config, submits what the request carries through the
 	// inbox of the channel it belongs to (ch's own, or, for a platform that calls one URL for a
 	// whole account, one of in.Channels()), and writes the answer. It returns the outcome for
-	// the metrics ("accepted", "duplicate", ...); a refusal is returned as a *profile.Error
-	// instead, which the gateway writes.
-	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inboxes) (outcome string, err error)
+	// the metrics ([Accepted], [Duplicate], [Ignored], ...); a refusal is returned as a
+	// *profile.Error instead, which the gateway writes.
+	Receive(w http.ResponseWriter, r *http.Request, ch Channel, in Inboxes) (Received, error)
 	// Refusal answers a request for a channel that is not open on this adapter exactly as a
 	// bad signature is answered, so the route tells nobody without a secret which channels exist.
 	Refusal() error
 }
 
-// Submit submits a user message through in and names the outcome for the metrics: "accepted",
-// "duplicate" (submitted already), or the code of a refusal the profile makes (the message is
+// Received is what became of a platform's message or event that reached an adapter, as the
+// metrics count it (ximd_inbound_requests_total{outcome}, ximd_poll_updates_total{outcome}): one
+// of the values below, or the code of a refusal the profile made.
+type Received string
+
+// Received values.
+const (
+	// Accepted: submitted for xAgent.
+	Accepted Received = "accepted"
+	// Duplicate: submitted already (a platform's redelivery).
+	Duplicate Received = "duplicate"
+	// Ignored: nothing to pass on (a bot's own message, a sticker, an event of no interest).
+	Ignored Received = "ignored"
+)
+
+// Submit submits a user message through in and names the outcome for the metrics: [Accepted],
+// [Duplicate] (submitted already), or the code of a refusal the profile makes (the message is
 // then logged as event, with the channel, and skipped: it will not pass however often it comes).
 // Any other failure is returned, and the platform's message is read again.
-func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, event, channel string) (string, error) {
+func Submit(ctx context.Context, in Inbox, m profile.Message, log *slog.Logger, event, channel string) (Received, error) {
 	ok, err := in.Submit(ctx, m)
 	var pe *profile.Error
 	switch {
 	case errors.As(err, &pe) && !pe.Retryable:
 		log.Warn(event, "channel", channel, "message_id", m.MessageID, "code", pe.Code, "err", pe.Message)
-		return pe.Code, nil
+		return Received(pe.Code), nil
 	case err != nil:
 		return "", err
 	case !ok:
-		return "duplicate", nil
+		return Duplicate, nil
 	}
-	return "accepted", nil
+	return Accepted, nil
 }
 
 // PollKeyOf is ch's poll key: key of its config when polled says the config takes its messages

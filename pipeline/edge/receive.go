@@ -51,16 +51,16 @@ func (rc *Receivers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	outcome, err := rc.receive(w, r, recv, name, id)
 	if err != nil {
 		pe := profile.AsError(err)
-		outcome = pe.Code
+		outcome = adapter.Received(pe.Code)
 		if pe.Code == profile.CodeInternal || pe.Code == profile.CodeUnavailable {
 			rc.logger.Error("target_message_failed", "adapter", name, "channel", id, "err", err)
 		}
 		WriteError(w, pe)
 	}
-	rc.received.WithLabelValues(name, outcome).Inc()
+	rc.received.WithLabelValues(name, string(outcome)).Inc()
 }
 
-func (rc *Receivers) receive(w http.ResponseWriter, r *http.Request, recv adapter.Receiver, name, id string) (string, error) {
+func (rc *Receivers) receive(w http.ResponseWriter, r *http.Request, recv adapter.Receiver, name, id string) (adapter.Received, error) {
 	if !profile.ValidChannelID(id) {
 		return "", invalidID
 	}

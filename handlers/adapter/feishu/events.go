@@ -81,7 +81,7 @@ type callback struct {
 // timestamp within SignatureWindow; with only a verification_token the body's token is compared.
 // The URL verification is answered with its challenge. A person's message in one of the app's
 // bound chats becomes a user message of that chat's channel; 200 once it is durable.
-func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
 		return "", err
@@ -119,7 +119,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	case !equal(cb.Header.Token, c.verificationToken):
 		return "", errRefused
 	}
-	outcome := "ignored"
+	outcome := adapter.Ignored
 	if cb.Header.EventType == "im.message.receive_v1" && cb.Event.Sender.SenderType == "user" {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), eventTimeout)
 		defer cancel()
@@ -194,13 +194,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// receive submits the user message of one message event: "accepted", or "duplicate" when it was
+// receive submits the user message of one message event: [adapter.Accepted], or [adapter.Duplicate] when it was
 // submitted already. A message the profile refuses is logged and skipped.
-func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel string, in adapter.Inbox) (string, error) {
+func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel string, in adapter.Inbox) (adapter.Received, error) {
 	fm := cb.Event.Message
 	msgID := MessageIDOf(fm.MessageID)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
-		return "duplicate", err
+		return adapter.Duplicate, err
 	}
 	m := profile.Message{MessageID: msgID, CreatedAt: time.Now().UnixMilli()}
 	if created, err := strconv.ParseInt(fm.CreateTime, 10, 64); err == nil && created > 0 {
@@ -230,7 +230,7 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 		typ := map[string]string{"file": "file", "audio": "audio", "media": "video"}[fm.MessageType]
 		file = &inFile{key: content.FileKey, typ: typ, resource: "file", name: orName(content.FileName, fm.MessageType+"_"+content.FileKey)}
 	default:
-		return "ignored", nil // stickers, shares, system messages
+		return adapter.Ignored, nil // stickers, shares, system messages
 	}
 	if file != nil {
 		if err := adapter.FileOrNote(ctx, in, &m, file.name, func() (profile.File, error) { return a.fetch(ctx, c, fm.MessageID, *file, in) }); err != nil {

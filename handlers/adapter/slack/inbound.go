@@ -117,13 +117,13 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 // dispatch submits a message event to the channels of its conversation (and thread, for a
 // channel bound to one) among chans whose config same accepts. The bot's own messages, message
 // changes and deletions, and messages older than a channel's binding are not user messages.
-func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, in adapter.Inboxes, same func(*config) bool) (string, error) {
+func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
 	ev := cb.Event
 	if cb.Type != "event_callback" && cb.Type != "" || ev.Type != "message" || ev.BotID != "" || ev.User == "" ||
 		(ev.Subtype != "" && ev.Subtype != "file_share" && ev.Subtype != "thread_broadcast") {
-		return "ignored", nil
+		return adapter.Ignored, nil
 	}
-	outcome := "ignored"
+	outcome := adapter.Ignored
 	for _, ch := range chans {
 		c, err := parseConfig(ch.Target.Config)
 		if err != nil || !same(c) || c.channelID != ev.Channel || (c.threadTS != "" && ev.ThreadTS != c.threadTS) {
@@ -142,12 +142,12 @@ func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Cha
 	return outcome, nil
 }
 
-// receive submits the user message of one message event: "accepted", or "duplicate" when it was
+// receive submits the user message of one message event: [adapter.Accepted], or [adapter.Duplicate] when it was
 // submitted already.
-func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel string, in adapter.Inbox) (string, error) {
+func (a *Adapter) receive(ctx context.Context, c *config, ev msgEvent, channel string, in adapter.Inbox) (adapter.Received, error) {
 	msgID := MessageIDOf(ev.Channel, ev.TS)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
-		return "duplicate", err
+		return adapter.Duplicate, err
 	}
 	m := profile.Message{MessageID: msgID, Text: ev.Text, CreatedAt: time.Now().UnixMilli()}
 	if secs, err := strconv.ParseFloat(ev.TS, 64); err == nil {
@@ -216,7 +216,7 @@ var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errBadSignatur
 // SignatureWindow; url_verification is answered with its challenge; a person's message in one of
 // the bot's bound conversations becomes a user message of that conversation's channel, 200 once
 // it is durable (a failure is 503: Slack sends the event again).
-func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
 		return "", err

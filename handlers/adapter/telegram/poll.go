@@ -130,13 +130,13 @@ func userContent(m *models.Message) bool {
 	return m.Text != "" || m.Caption != "" || len(m.Photo) > 0 || m.Document != nil || m.Video != nil || m.Audio != nil || m.Voice != nil
 }
 
-// receive submits the user message of one Telegram message: "accepted", or "duplicate" when it
+// receive submits the user message of one Telegram message: [adapter.Accepted], or [adapter.Duplicate] when it
 // was submitted already. A message the profile refuses is logged and skipped; any other failure
 // is returned (the update is read again).
-func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, channel string, in adapter.Inbox) (string, error) {
+func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, channel string, in adapter.Inbox) (adapter.Received, error) {
 	msgID := MessageIDOf(m.Chat.ID, m.ID)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
-		return "duplicate", err
+		return adapter.Duplicate, err
 	}
 	msg := profile.Message{MessageID: msgID, CreatedAt: int64(m.Date) * 1000, Text: m.Text}
 	if msg.CreatedAt == 0 {
@@ -276,7 +276,7 @@ var updatesRoute = adapter.Route[*config]{Path: "updates", Refusal: errBadSecret
 // webhook_secret, and the update's message is submitted to the channels of its chat among the
 // bot's (a bot has one webhook, whichever of its channels set it last). 200 once it is durable;
 // a failure that may pass is answered 503, and Telegram calls again.
-func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (string, error) {
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, updatesRoute)
 	if err != nil {
 		return "", err
@@ -285,7 +285,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if err := json.Unmarshal(body, &u); err != nil {
 		return "", profile.Errorf(profile.CodeBadRequest, "not a Telegram update: %v", err)
 	}
-	outcome := "ignored"
+	outcome := adapter.Ignored
 	if m := u.Message; m != nil && m.From != nil && m.From.ID != c.botID() && userContent(m) {
 		acc := a.account(c)
 		for _, route := range routesOf(in.Channels(), c.botKey())[m.Chat.ID] {

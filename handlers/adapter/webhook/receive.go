@@ -57,7 +57,7 @@ func (a *Adapter) Refusal() error { return badSignature }
 // Receive implements adapter.Receiver for POST /v1/targets/webhook/{channel}/messages (edge-api
 // §7.1, §5.4): a signed user message becomes a pending Connector -> xAgent chat.message, its
 // files downloaded first (from the channel's hosts only) into the file store.
-func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, inboxes adapter.Inboxes) (string, error) {
+func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, inboxes adapter.Inboxes) (adapter.Received, error) {
 	in := inboxes.Inbox(ch.ID)
 	if r.PathValue("path") != "messages" {
 		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
@@ -88,7 +88,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 		return "", profile.Errorf(profile.CodeUnavailable, "outbox unavailable")
 	} else if seen {
 		writeAccepted(w, map[string]any{"message_id": id, "duplicate": true})
-		return "duplicate", nil
+		return adapter.Duplicate, nil
 	}
 	if len(um.Files) > MaxUserFiles { // before any download
 		return "", profile.Errorf(profile.CodeInvalidPacket, "files: at most %d (P-MSG-5)", MaxUserFiles)
@@ -110,7 +110,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 		return "", err
 	}
 	writeAccepted(w, map[string]any{"message_id": id})
-	return "accepted", nil
+	return adapter.Accepted, nil
 }
 
 func writeAccepted(w http.ResponseWriter, v any) {

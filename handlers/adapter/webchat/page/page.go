@@ -335,7 +335,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 		if _, _, found, err := h.store.Get(ctx, ch.ID, item); err == nil && !found {
 			h.display(ctx, ch.ID, item, pb, nil)
 		}
-		h.posted.WithLabelValues("duplicate").Inc()
+		h.posted.WithLabelValues(string(adapter.Duplicate)).Inc()
 		writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id, "id": item, "duplicate": true})
 		return 0, "", ""
 	}
@@ -364,7 +364,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 		return http.StatusServiceUnavailable, profile.CodeUnavailable, "message could not be stored"
 	}
 	h.display(ctx, ch.ID, item, pb, shown)
-	h.posted.WithLabelValues("accepted").Inc()
+	h.posted.WithLabelValues(string(adapter.Accepted)).Inc()
 	h.logger.Info("webchat_message_received", "channel", ch.ID, "message_id", id, "files", len(m.Files))
 	writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id, "id": item})
 	return 0, "", ""
