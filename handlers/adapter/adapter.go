@@ -359,6 +359,19 @@ func (r *Registry) Lookup(name string) (Opener, bool) {
 	return a, ok
 }
 
+// Close closes every adapter that has a Close (its per-account clients, its own HTTP client),
+// once nothing opens or calls targets any more (the node's workers and edge have stopped). It
+// returns their errors joined.
+func (r *Registry) Close() error {
+	var errs []error
+	for _, name := range r.names {
+		if c, ok := r.byName[name].(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Names returns the names of all adapters, sorted. The slice is a copy.
 func (r *Registry) Names() []string {
 	return append([]string(nil), r.names...)

@@ -111,3 +111,26 @@ func TestRetryAfterOfWrapsTheCallsError(t *testing.T) {
 		t.Fatal("a plain error names a retry time")
 	}
 }
+
+// closingAdapter counts its Close calls and fails them when told to.
+type closingAdapter struct {
+	namedAdapter
+	closed int
+	err    error
+}
+
+func (a *closingAdapter) Close() error { a.closed++; return a.err }
+
+// The node closes its adapters' clients at shutdown through the registry: every adapter that
+// has a Close is closed once, the others are left alone, and a failure is reported.
+func TestRegistry_CloseClosesEveryClosableAdapter(t *testing.T) {
+	broken := errors.New("client close failed")
+	a, b := &closingAdapter{namedAdapter: "a"}, &closingAdapter{namedAdapter: "b", err: broken}
+	r := adapter.NewRegistry(a, namedAdapter("plain"), b)
+	if err := r.Close(); !errors.Is(err, broken) {
+		t.Fatalf("Close() = %v, want %v joined", err, broken)
+	}
+	if a.closed != 1 || b.closed != 1 {
+		t.Fatalf("closed a %d, b %d times, want once each", a.closed, b.closed)
+	}
+}

@@ -249,6 +249,7 @@ func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, er
 	if p.adapters, err = n.openAdapters(js, reg, p.files); err != nil {
 		return nil, err
 	}
+	cl.add(func(context.Context) { _ = p.adapters.Close() }) // after the roles that use them stopped
 	p.outbox, err = handlers.OpenOutbox(ctx, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge},
 		handlers.OutboxDeps{JetStream: js, Conn: nc, Registerer: n.reg, Logger: n.logger.With("stage", "outbound")})
 	if err != nil {
@@ -266,10 +267,10 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 		return nil, err
 	}
 	return adapter.NewRegistry(hook, chat,
-		matrix.New(matrix.Options{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}),
-		telegram.New(telegram.Options{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore, PublicURL: n.cfg.PublicURL}),
-		feishu.New(feishu.Options{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}),
-		slack.New(slack.Options{Logger: n.logger.With("adapter", slack.Name), Files: fileStore})), nil
+		matrix.New(matrix.Options{Common: adapter.Common{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}}),
+		telegram.New(telegram.Options{Common: adapter.Common{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore}, PublicURL: n.cfg.PublicURL}),
+		feishu.New(feishu.Options{Common: adapter.Common{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}}),
+		slack.New(slack.Options{Common: adapter.Common{Logger: n.logger.With("adapter", slack.Name), Files: fileStore}})), nil
 }
 
 // startRoles starts the node's role: the worker (stage consumers, outbound and replies loops,

@@ -29,7 +29,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -66,12 +65,9 @@ const (
 
 // Options configure the adapter.
 type Options struct {
-	// Logger receives the adapter's events (never a secret). Default: discard.
-	Logger *slog.Logger
-	// Files gives the bytes of a final's files, uploaded to Feishu. Required for files out.
-	Files adapter.FileSource
-	// HTTPClient makes the calls. Default: one per adapter with keep-alive and a 30 s timeout.
-	HTTPClient *http.Client
+	// Common: the logger, the HTTP client (default: keep-alive, a 30 s timeout) and the file
+	// source of a final's files (required for files out).
+	adapter.Common
 	// SignatureWindow bounds how far an event's X-Lark-Request-Timestamp may be from now.
 	// Default 5 minutes.
 	SignatureWindow time.Duration
@@ -92,7 +88,7 @@ func New(opts Options) *Adapter {
 		opts.SignatureWindow = 5 * time.Minute
 	}
 	a := &Adapter{window: opts.SignatureWindow}
-	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
+	a.Common = opts.Common.Defaults(30 * time.Second)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }

@@ -28,7 +28,7 @@ func TestFeishu_UniversalAdapterSuite(t *testing.T) {
 	t.Cleanup(limited.Close)
 	limitedApp := limited.AddApp("cli_limited", "limited-secret", "limited bot")
 	adaptertest.Run(t, adaptertest.Setup{
-		Adapter: feishu.New(feishu.Options{Files: files}),
+		Adapter: feishu.New(feishu.Options{Common: adapter.Common{Files: files}}),
 		Files:   files,
 		SeenID:  func(id string) string { m, _, _ := strings.Cut(id, ":"); return m },
 		RateLimited: func(t *testing.T) func(context.Context) error {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,13 +50,9 @@ const (
 
 // Options configure the adapter.
 type Options struct {
-	// Logger receives the adapter's events (never a token). Default: discard.
-	Logger *slog.Logger
-	// Files gives the bytes of a final's files, uploaded to the media repository. Required
-	// for files out.
-	Files adapter.FileSource
-	// HTTPClient makes the calls. Default: one per adapter with keep-alive.
-	HTTPClient *http.Client
+	// Common: the logger, the HTTP client (default: keep-alive, no overall timeout: the long
+	// polls bound their own) and the file source of a final's files (required for files out).
+	adapter.Common
 	// SyncTimeout is how long one /sync long-poll waits for news. Default SyncTimeout.
 	SyncTimeout time.Duration
 }
@@ -77,7 +72,7 @@ func New(opts Options) *Adapter {
 		opts.SyncTimeout = SyncTimeout
 	}
 	a := &Adapter{sync: opts.SyncTimeout}
-	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
+	a.Common = opts.Common.Defaults(0)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }

@@ -22,7 +22,7 @@ func TestMatrix_UniversalAdapterSuite(t *testing.T) {
 	limited := dendrite.Start(t, dendrite.Options{RateLimit: true})
 	limitedBot := limited.Register(t, "bot")
 	adaptertest.Run(t, adaptertest.Setup{
-		Adapter: matrix.New(matrix.Options{Files: files, SyncTimeout: 50 * time.Millisecond}), // syncs that bring nothing, too
+		Adapter: matrix.New(matrix.Options{Common: adapter.Common{Files: files}, SyncTimeout: 50 * time.Millisecond}), // syncs that bring nothing, too
 		Files:   files,
 		RateLimited: func(t *testing.T) func(context.Context) error {
 			// Dendrite rate-limits typing notifications (not sends).

@@ -26,7 +26,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -56,12 +55,9 @@ const (
 
 // Options configure the adapter.
 type Options struct {
-	// Logger receives the adapter's events (never a token). Default: discard.
-	Logger *slog.Logger
-	// Files gives the bytes of a final's files. Required for files out.
-	Files adapter.FileSource
-	// HTTPClient makes the Web API calls. Default: one per adapter with a 30 s timeout.
-	HTTPClient *http.Client
+	// Common: the logger, the HTTP client (default: keep-alive, a 30 s timeout) and the file
+	// source of a final's files (required for files out).
+	adapter.Common
 	// SignatureWindow bounds how far an Events API call's timestamp may be from now. Default 5
 	// minutes (Slack's advice).
 	SignatureWindow time.Duration
@@ -81,7 +77,7 @@ func New(opts Options) *Adapter {
 		opts.SignatureWindow = 5 * time.Minute
 	}
 	a := &Adapter{window: opts.SignatureWindow}
-	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
+	a.Common = opts.Common.Defaults(30 * time.Second)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }

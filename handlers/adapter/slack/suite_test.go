@@ -29,7 +29,7 @@ func TestSlack_UniversalAdapterSuite(t *testing.T) {
 	t.Cleanup(limited.Close)
 	limitedBot := limited.AddBot("limited bot")
 	adaptertest.Run(t, adaptertest.Setup{
-		Adapter: slack.New(slack.Options{Files: files}),
+		Adapter: slack.New(slack.Options{Common: adapter.Common{Files: files}}),
 		Files:   files,
 		// Socket Mode: an acknowledged envelope is not sent again.
 		ForgetsConfirmed: true,

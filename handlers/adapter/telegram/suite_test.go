@@ -28,7 +28,7 @@ func TestTelegram_UniversalAdapterSuite(t *testing.T) {
 	t.Cleanup(limited.Close)
 	limitedBot := limited.AddBot("7002:limited-secret", "limited_bot")
 	adaptertest.Run(t, adaptertest.Setup{
-		Adapter: telegram.New(telegram.Options{Files: files, PollTimeout: time.Second}),
+		Adapter: telegram.New(telegram.Options{Common: adapter.Common{Files: files}, PollTimeout: time.Second}),
 		Files:   files,
 		// getUpdates: an update is forgotten once the updates after it are asked for.
 		ForgetsConfirmed: true,

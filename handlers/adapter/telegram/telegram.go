@@ -77,12 +77,9 @@ const (
 
 // Options configure the adapter.
 type Options struct {
-	// Logger receives the adapter's events (never a token). Default: discard.
-	Logger *slog.Logger
-	// Files gives the bytes of a final's files, uploaded to Telegram. Required for files out.
-	Files adapter.FileSource
-	// HTTPClient makes the calls. Default: one per adapter with keep-alive.
-	HTTPClient *http.Client
+	// Common: the logger, the HTTP client (default: keep-alive, no overall timeout: the long
+	// polls bound their own) and the file source of a final's files (required for files out).
+	adapter.Common
 	// PublicURL is XIM_PUBLIC_URL: the base of the webhook URL given to setWebhook for a
 	// channel with "inbound": "webhook" (such a channel cannot be bound without it).
 	PublicURL string
@@ -106,7 +103,7 @@ func New(opts Options) *Adapter {
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	a := &Adapter{opts: opts}
-	a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(0)
+	a.Common = opts.Common.Defaults(0)
 	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
 	return a
 }

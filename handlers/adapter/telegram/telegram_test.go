@@ -201,7 +201,7 @@ func TestPoll_TooLargeFileIsNamedNotLost(t *testing.T) {
 	person := fake.AddUser("Quinn")
 	chat := fake.AddChat("private", "", person.ID)
 	files := adaptertest.NewFiles()
-	a := telegram.New(telegram.Options{Files: files, PollTimeout: time.Second})
+	a := telegram.New(telegram.Options{Common: adapter.Common{Files: files}, PollTimeout: time.Second})
 	ch := adapter.Channel{ID: "tgq", Target: adapter.Binding{Adapter: telegram.Name, Config: config(t, fake.URL(), bot, chat, nil)}, OpenedAt: time.Now().UnixMilli()}
 	feed := adaptertest.NewFeed(files, ch)
 	ctx, cancel := context.WithCancel(context.Background())
