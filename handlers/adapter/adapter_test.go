@@ -134,3 +134,23 @@ func TestRegistry_CloseClosesEveryClosableAdapter(t *testing.T) {
 		t.Fatalf("closed a %d, b %d times, want once each", a.closed, b.closed)
 	}
 }
+
+// A platform message from before the channel's binding (less the grace for a clock ahead of
+// ximd's) is not the agent's; one from within the grace on is.
+func TestChannel_PredatesItsBindingLessTheGrace(t *testing.T) {
+	ch := adapter.Channel{OpenedAt: 1_000_000}
+	grace := adapter.BindGrace.Milliseconds()
+	for _, tc := range []struct {
+		name string
+		at   int64
+		want bool
+	}{
+		{name: "before the grace", at: 1_000_000 - grace - 1, want: true},
+		{name: "at the grace", at: 1_000_000 - grace, want: false},
+		{name: "after the binding", at: 1_000_001, want: false},
+	} {
+		if got := ch.Predates(tc.at); got != tc.want {
+			t.Errorf("%s: Predates(%d) = %v, want %v", tc.name, tc.at, got, tc.want)
+		}
+	}
+}

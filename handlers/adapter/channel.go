@@ -1,6 +1,9 @@
 package adapter
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Connection is the Connection Descriptor's `connection` object (P-DECL-1).
 type Connection struct {
@@ -25,3 +28,19 @@ type Channel struct {
 	// Revision is the KV revision of this record (changes on every re-open).
 	Revision uint64 `json:"-"`
 }
+
+// BindGrace: a conversation's messages are the agent's from its channel's binding (PUT) on, and
+// this much earlier, for a platform clock ahead of ximd's. Older messages (a late retry, updates
+// a platform still holds from before the binding) were said before the conversation was the
+// agent's, and are not passed on.
+const BindGrace = 5 * time.Second
+
+// Predates reports whether a platform message written at unixMilli (the platform's clock) was
+// written before the channel was the agent's: before its binding, less [BindGrace].
+func (c Channel) Predates(unixMilli int64) bool {
+	return unixMilli < c.Since()
+}
+
+// Since is the earliest time, in Unix milliseconds, of a message the channel passes on: its
+// binding less [BindGrace].
+func (c Channel) Since() int64 { return c.OpenedAt - BindGrace.Milliseconds() }

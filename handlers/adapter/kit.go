@@ -90,3 +90,24 @@ type Platform[C, P, A any] struct {
 
 // Close forgets every account's client ([Clients.Close]); targets opened before keep theirs.
 func (p *Platform[C, P, A]) Close() error { return p.Accounts.Close() }
+
+// Init sets p up for the adapter called name: its options with their defaults (timeout bounds
+// each platform call, 0 none: see [Common.Defaults]) and its Opener from parse, public and open
+// (see [NewKit]). An adapter's New calls it once, before the adapter is used.
+func (p *Platform[C, P, A]) Init(name string, opts Common, timeout time.Duration, parse func(json.RawMessage) (C, error), public func(C) P, open func(C) (Target, error)) {
+	p.Common = opts.Defaults(timeout)
+	p.Kit = NewKit(name, parse, public, open)
+}
+
+// DefaultSignatureWindow is how far the timestamp of a platform's signed call (Feishu's events,
+// Slack's Events API) may be from now unless the adapter is told otherwise: replays older than
+// this are refused.
+const DefaultSignatureWindow = 5 * time.Minute
+
+// OrDefault is d, or def when d is not positive: an option's default.
+func OrDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

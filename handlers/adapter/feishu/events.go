@@ -20,10 +20,6 @@ import (
 	"github.com/ximd/ximd/profile"
 )
 
-// BindGrace: a chat's messages are the agent's from its channel's binding (PUT) on, and this much
-// earlier; an older event (a late retry) is not passed on.
-const BindGrace = 5 * time.Second
-
 // eventTimeout bounds the work on one event, which goes on after Feishu gave up waiting (its
 // retry is then a duplicate).
 const eventTimeout = time.Minute
@@ -125,7 +121,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 		defer cancel()
 		msg := cb.Event.Message
 		for _, bound := range a.channelsOf(in.Channels(), c.appKey(), msg.ChatID) {
-			if created, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil && created < bound.OpenedAt-BindGrace.Milliseconds() {
+			if created, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil && bound.Predates(created) {
 				continue
 			}
 			if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID)); err != nil {

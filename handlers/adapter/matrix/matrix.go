@@ -68,12 +68,8 @@ type Adapter struct {
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.SyncTimeout <= 0 {
-		opts.SyncTimeout = SyncTimeout
-	}
-	a := &Adapter{sync: opts.SyncTimeout}
-	a.Common = opts.Common.Defaults(0)
-	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	a := &Adapter{sync: adapter.OrDefault(opts.SyncTimeout, SyncTimeout)}
+	a.Init(Name, opts.Common, 0, parseConfig, (*config).public, a.open)
 	return a
 }
 

@@ -26,9 +26,6 @@ const (
 	// syncTimelineLimit bounds the events one /sync returns; a gap beyond it is read back with
 	// /messages, so none is skipped.
 	syncTimelineLimit = 100
-	// BindGrace: a channel's first poll takes the room's messages from its binding (PUT) on,
-	// and this much earlier, for a homeserver clock behind ximd's.
-	BindGrace = 5 * time.Second
 )
 
 var _ adapter.Poller = (*Adapter)(nil)
@@ -46,7 +43,7 @@ func (a *Adapter) PollKey(ch adapter.Channel) string { return ch.ID }
 
 // Poll implements adapter.Poller: /sync long-polls filtered to the channel's room, from the sync
 // token in the feed's cursor (the first poll of a channel takes what was said from its binding
-// on, BindGrace included: before it, the room was not the agent's). Each message event of someone other than the bot becomes a
+// on, adapter.BindGrace included: before it, the room was not the agent's). Each message event of someone other than the bot becomes a
 // user message, its media copied into the Transfer Plane; the token is saved after the events
 // before it are submitted, so a restart replays at most the last batch, which the message_id
 // makes one message each.
@@ -85,7 +82,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 		if err != nil {
 			return err
 		}
-		from := ch.OpenedAt - BindGrace.Milliseconds()
+		from := ch.Since()
 		var events []*event.Event
 		if joined := resp.Rooms.Join[room]; joined != nil {
 			events = joined.Timeline.Events

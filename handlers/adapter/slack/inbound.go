@@ -19,10 +19,6 @@ import (
 	"github.com/ximd/ximd/profile"
 )
 
-// BindGrace: a conversation's messages are the agent's from its channel's binding (PUT) on, and
-// this much earlier; an older event (a late retry) is not passed on.
-const BindGrace = 5 * time.Second
-
 var (
 	_ adapter.Poller   = (*Adapter)(nil)
 	_ adapter.Receiver = (*Adapter)(nil)
@@ -132,7 +128,7 @@ func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Cha
 		if bot, err := a.workspace(c).user(ctx); err == nil && ev.User == bot {
 			continue
 		}
-		if secs, err := strconv.ParseFloat(ev.TS, 64); err == nil && int64(secs*1000) < ch.OpenedAt-BindGrace.Milliseconds() {
+		if secs, err := strconv.ParseFloat(ev.TS, 64); err == nil && ch.Predates(int64(secs*1000)) {
 			continue
 		}
 		if outcome, err = a.receive(ctx, c, ev, ch.ID, in.Inbox(ch.ID)); err != nil {

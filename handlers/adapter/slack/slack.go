@@ -73,12 +73,8 @@ type Adapter struct {
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.SignatureWindow <= 0 {
-		opts.SignatureWindow = 5 * time.Minute
-	}
-	a := &Adapter{window: opts.SignatureWindow}
-	a.Common = opts.Common.Defaults(30 * time.Second)
-	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow)}
+	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
 

@@ -22,11 +22,6 @@ import (
 	"github.com/ximd/ximd/profile"
 )
 
-// BindGrace: a chat's messages are the agent's from its channel's binding (PUT) on, and this much
-// earlier, for a Telegram clock ahead of ximd's. Older updates still held by Telegram (it keeps
-// them 24 hours) were said before the chat was bound, and are not passed on.
-const BindGrace = 5 * time.Second
-
 var (
 	_ adapter.Poller   = (*Adapter)(nil)
 	_ adapter.Receiver = (*Adapter)(nil)
@@ -115,7 +110,7 @@ func (a *Adapter) dispatch(ctx context.Context, acc *account, m *models.Message,
 		return nil
 	}
 	for _, ch := range routes[m.Chat.ID] {
-		if int64(m.Date)*1000 < ch.OpenedAt-BindGrace.Milliseconds() {
+		if ch.Predates(int64(m.Date) * 1000) {
 			continue
 		}
 		if _, err := a.receive(ctx, acc, m, ch.ID, in.Inbox(ch.ID)); err != nil {
@@ -289,7 +284,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if m := u.Message; m != nil && m.From != nil && m.From.ID != c.botID() && userContent(m) {
 		acc := a.account(c)
 		for _, route := range routesOf(in.Channels(), c.botKey())[m.Chat.ID] {
-			if int64(m.Date)*1000 < route.OpenedAt-BindGrace.Milliseconds() {
+			if route.Predates(int64(m.Date) * 1000) {
 				continue
 			}
 			if outcome, err = a.receive(r.Context(), acc, m, route.ID, in.Inbox(route.ID)); err != nil {

@@ -98,13 +98,10 @@ type Adapter struct {
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	if opts.PollTimeout <= 0 {
-		opts.PollTimeout = PollTimeout
-	}
+	opts.PollTimeout = adapter.OrDefault(opts.PollTimeout, PollTimeout)
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	a := &Adapter{opts: opts}
-	a.Common = opts.Common.Defaults(0)
-	a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+	a.Init(Name, opts.Common, 0, parseConfig, (*config).public, a.open)
 	return a
 }
 
