@@ -40,8 +40,14 @@
 //   - [Platform] is what an adapter of a chat platform embeds: its Kit, the [Common] options
 //     (Logger, HTTPClient, Files) with their [Common.Defaults], and [Clients], the per-account
 //     client cache (one client per bot or app, keyed by a digest of its credentials, made once
-//     under a lock, ended by Close). Its New copies the common options in and defaults only its
-//     own.
+//     under a lock, ended by Close; the node closes every adapter through [Registry.Close] when
+//     it stops). The adapter's Options embed [Common]; its New calls [Platform.Init] and
+//     defaults only its own options ([OrDefault]).
+//   - [CheckConfig], [ConfigCheck] and [Enum]: the one config decoder (unknown fields and wrong
+//     types found structurally, never by an error's text) and the checks adapters repeat
+//     (required ids, base URLs, enums, bounded numbers).
+//   - [BindGrace] with [Channel.Predates]: a platform message from before the channel's
+//     binding is not passed on.
 //   - The poll prologue: [Kit.PollKeyOf] (a channel's poll key from its config) and
 //     [Kit.StartPoll] (the feed's channels and the account's config), so a [Poller] writes only
 //     its loop.
@@ -50,7 +56,10 @@
 //     a [Receiver] writes only what it does with the platform's call.
 //   - [FileOrNote]: a user's file is fetched into the Transfer Plane through the [Inbox], or,
 //     when it cannot be passed on, named in the text ([Unpassed]); [Submit] submits the message
-//     and names the outcome.
+//     and names the outcome ([Received]: [Accepted], [Duplicate], [Ignored] or a refusal's code).
+//
+// The vocabulary is typed: [Streaming], [ActivityMode], [ReplyMode] and [InDoubtRule] are the
+// capabilities' values, [Status] an activity's; their JSON is the strings of edge-api §7.
 //
 // A platform adapter then reads:
 //
@@ -58,10 +67,13 @@
 //		adapter.Platform[*config, publicConfig, *client]
 //	}
 //
+//	type Options struct {
+//		adapter.Common
+//	}
+//
 //	func New(opts Options) *Adapter {
 //		a := &Adapter{}
-//		a.Common = adapter.Common{Logger: opts.Logger, HTTPClient: opts.HTTPClient, Files: opts.Files}.Defaults(30 * time.Second)
-//		a.Kit = adapter.NewKit(Name, parseConfig, (*config).public, a.open)
+//		a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 //		return a
 //	}
 //
