@@ -200,6 +200,21 @@ func wantAck(t *testing.T, a profile.Ack, status, code string) {
 	}
 }
 
+// listing is every channel GET /v1/channels lists, page by page, as one body: the channels'
+// representations side by side.
+func listing(t *testing.T, n *testkit.Node) []byte {
+	t.Helper()
+	list, err := n.Channels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, ch := range list {
+		b = append(b, ch...)
+	}
+	return b
+}
+
 func jsonOf(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any

@@ -633,12 +633,10 @@ func TestSecrets_NeverInLogsOrResponses(t *testing.T) {
 	}
 	// Responses: the channel's representations and an invalid PUT never echo the secret.
 	var bodies []string
-	for _, p := range []string{"/v1/channels/" + channel, "/v1/channels"} {
-		_, b, _ := n.Do(http.MethodGet, p, nil)
-		bodies = append(bodies, string(b))
-	}
+	_, b, _ := n.Do(http.MethodGet, "/v1/channels/"+channel, nil)
+	bodies = append(bodies, string(b), string(listing(t, n)))
 	badCfg := tg.Config("edit", "bogus")
-	_, b, _ := n.Do(http.MethodPut, "/v1/channels/cch_bad", map[string]any{"connection": map[string]any{"target_type": "im", "profiles": []string{profile.IM}},
+	_, b, _ = n.Do(http.MethodPut, "/v1/channels/cch_bad", map[string]any{"connection": map[string]any{"target_type": "im", "profiles": []string{profile.IM}},
 		"target": map[string]any{"adapter": "webhook", "config": badCfg}})
 	bodies = append(bodies, string(b))
 	status, b, _ := n.Do(http.MethodPut, "/v1/channels/"+channel, map[string]any{"connection": map[string]any{"target_type": "im", "profiles": []string{profile.IM}},

@@ -103,11 +103,15 @@ func TestConformanceInterruptedDeletesItsChannels(t *testing.T) {
 	n := startTestNode(t, nil)
 	c := startCommand(t, "conformance", "-http", n.Addr, "-token", n.Token, "-only", "user-msg|reconnect")
 	conformanceChannels := func() int {
-		_, body, err := n.Do("GET", "/v1/channels", nil)
+		list, err := n.Channels()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.Count(string(body), `"conformance-`)
+		k := 0
+		for _, ch := range list {
+			k += strings.Count(string(ch), `"conformance-`)
+		}
+		return k
 	}
 	pollUntil(t, "a conformance channel is open", func() bool { return conformanceChannels() > 0 })
 	if code := c.stop(t); code != 1 || !strings.Contains(c.stderr.String(), "interrupted; its scratch channels were deleted") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
 
@@ -236,8 +237,11 @@ func failuresOf(ctx context.Context, outbox jetstream.KeyValue, channel string) 
 	return list, json.Unmarshal(e.Value(), &list)
 }
 
-// channelsFromHTTP lists the channels with GET /v1/channels and reads each one's stats and
-// failures with GET /v1/channels/{id}.
+// errChannelNotOpen is a GET /v1/channels/{id} answered 404 channel_not_open.
+var errChannelNotOpen = errors.New("channel not open")
+
+// channelsFromHTTP lists the channels with GET /v1/channels, following its pages, and reads each
+// one's stats and failures with GET /v1/channels/{id} (only that one when only is set).
 func channelsFromHTTP(ctx context.Context, cf connFlags, only string) ([]channelStatus, error) {
 	base := "http://" + cf.addr + "/v1/channels"
 	get := func(u string, v any) error {
@@ -256,6 +260,10 @@ func channelsFromHTTP(ctx context.Context, cf connFlags, only string) ([]channel
 			return err
 		}
 		if resp.StatusCode != http.StatusOK {
+			var e struct{ Code string }
+			if json.Unmarshal(b, &e) == nil && e.Code == profile.CodeChannelNotOpen {
+				return errChannelNotOpen
+			}
 			return fmt.Errorf("GET %s: %s %s", u, resp.Status, strings.TrimSpace(string(b)))
 		}
 		return json.Unmarshal(b, v)
@@ -270,19 +278,34 @@ func channelsFromHTTP(ctx context.Context, cf connFlags, only string) ([]channel
 		} `json:"stats"`
 		Failures []handlers.Failure `json:"failures"`
 	}
-	var list struct {
-		Channels []view `json:"channels"`
-	}
-	if err := get(base, &list); err != nil {
-		return nil, err
+	var ids []string
+	if only != "" {
+		ids = []string{only}
+	} else {
+		// The list comes in pages (edge-api §4.1): follow next until it is null.
+		for u := base; ; {
+			var page struct {
+				Channels []view  `json:"channels"`
+				Next     *string `json:"next"`
+			}
+			if err := get(u, &page); err != nil {
+				return nil, err
+			}
+			for _, c := range page.Channels {
+				ids = append(ids, c.ID)
+			}
+			if page.Next == nil {
+				break
+			}
+			u = base + "?after=" + url.QueryEscape(*page.Next)
+		}
 	}
 	var out []channelStatus
-	for _, c := range list.Channels {
-		if only != "" && c.ID != only {
-			continue
-		}
+	for _, id := range ids {
 		var v view
-		if err := get(base+"/"+url.PathEscape(c.ID), &v); err != nil {
+		if err := get(base+"/"+url.PathEscape(id), &v); errors.Is(err, errChannelNotOpen) {
+			continue // closed since it was listed, or -channel names no open channel
+		} else if err != nil {
 			return out, err
 		}
 		if v.Failures == nil {

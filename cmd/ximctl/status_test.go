@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +185,44 @@ func TestStatus_EmbeddedServerCredentialsFromTheDataDir(t *testing.T) {
 	code, out, errOut = runCommand(t, "status", "-json", "-creds", "")
 	if code == 0 || !strings.Contains(out+errOut, "Authorization Violation") {
 		t.Fatalf("status without credentials exited %d, want an authorization violation:\n%s%s", code, out, errOut)
+	}
+}
+
+// ximctl status through the HTTP API shows every channel when there are more than one page of
+// GET /v1/channels (default 100), as it does from KV; -channel still shows just that one.
+func TestStatus_HTTPShowsEveryChannelPastOnePage(t *testing.T) {
+	t.Parallel()
+	n := startTestNode(t, nil)
+	tg := startTarget(t)
+	const channels = 130
+	want := make([]string, channels)
+	for i := range want {
+		want[i] = fmt.Sprintf("cch_page_%03d", i)
+		if err := n.OpenChannel(want[i], tg.Config("none", "none")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := func(args ...string) []string {
+		t.Helper()
+		code, out, errOut := runCommand(t, append([]string{"status", "-json", "-http", "http://" + n.Addr, "-token", n.Token,
+			"-nats", n.NATSURL(), "-creds", filepath.Join(n.DataDir, node.NATSSeedFile)}, args...)...)
+		var rep statusReport
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("status exited %d: %s %s", code, out, errOut)
+		}
+		var ids []string
+		for _, c := range rep.Channels {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	if got := listed(); !slices.Equal(got, want) {
+		t.Fatalf("status lists %d channels %v, want the %d opened", len(got), got, channels)
+	}
+	if got := listed("-channel", want[120]); !slices.Equal(got, want[120:121]) {
+		t.Fatalf("status -channel %s lists %v", want[120], got)
+	}
+	if got := listed("-channel", "cch_not_open"); len(got) != 0 {
+		t.Fatalf("status -channel cch_not_open lists %v", got)
 	}
 }

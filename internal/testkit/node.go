@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -125,6 +126,33 @@ func (n *Node) DoAuth(method, path string, body any, auth string) (int, []byte, 
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, out, err
+}
+
+// Channels lists every open channel with GET /v1/channels, following its pages (edge-api §4.1),
+// and returns each channel's representation as the API gave it, in id order.
+func (n *Node) Channels() ([]json.RawMessage, error) {
+	var all []json.RawMessage
+	for path := "/v1/channels"; ; {
+		status, body, err := n.Do(http.MethodGet, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		if status != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %d %s", path, status, body)
+		}
+		var page struct {
+			Channels []json.RawMessage `json:"channels"`
+			Next     *string           `json:"next"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", path, err)
+		}
+		all = append(all, page.Channels...)
+		if page.Next == nil {
+			return all, nil
+		}
+		path = "/v1/channels?after=" + url.QueryEscape(*page.Next)
+	}
 }
 
 // OpenChannel opens a webhook channel bound to cfg (see Target.Config).

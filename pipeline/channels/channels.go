@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,7 +26,14 @@ type Registry struct {
 	mu       sync.RWMutex
 	byID     map[string]adapter.Channel
 	watchers []func(id string, open bool)
-	watch    jetstream.KeyWatcher
+	// ids is every open channel's id in order as of the last reindex; added and removed hold the
+	// ids opened and closed since (unsorted, maybe twice). A listing reindexes first when either
+	// is non-empty: a few changes are inserted or removed in place, many are sorted and merged in
+	// one pass; never a sort of every channel per request.
+	ids     []string
+	added   []string
+	removed []string
+	watch   jetstream.KeyWatcher
 }
 
 // Open loads every channel and starts watching the bucket (provisioned by pipeline.Provision).
@@ -45,6 +52,9 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 		select {
 		case e := <-w.Updates():
 			if e == nil {
+				r.mu.Lock()
+				r.reindex()
+				r.mu.Unlock()
 				return r, nil
 			}
 			r.apply(e)
@@ -98,8 +108,12 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 		}
 		ch.Revision = e.Revision()
 		r.byID[id] = ch
-	} else {
+		if !had {
+			r.opened(id)
+		}
+	} else if had {
 		delete(r.byID, id)
+		r.closed(id)
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
 	r.mu.Unlock()
@@ -143,15 +157,132 @@ func (r *Registry) Lookup(ctx context.Context, id string) (adapter.Channel, bool
 	return ch, ok, nil
 }
 
-// List returns every open channel, sorted by id.
+// List returns every open channel (from memory), sorted by id.
 func (r *Registry) List() []adapter.Channel {
+	var out []adapter.Channel
+	r.indexed(func(ids []string) {
+		out = make([]adapter.Channel, len(ids))
+		for i, id := range ids {
+			out[i] = r.byID[id]
+		}
+	})
+	return out
+}
+
+// Page returns, from memory and in id order, at most limit open channels whose ids sort after
+// after ("": from the first), and next: the id of the page's last channel when more follow it, ""
+// on the last page. after need not be open (a channel closed between two pages does not break the
+// listing); limit must be positive. It costs a binary search plus the page, not the whole registry.
+func (r *Registry) Page(after string, limit int) (page []adapter.Channel, next string) {
+	r.indexed(func(ids []string) {
+		start := 0
+		if after != "" {
+			i, found := slices.BinarySearch(ids, after)
+			if found {
+				i++
+			}
+			start = i
+		}
+		end := min(start+max(limit, 0), len(ids))
+		page = make([]adapter.Channel, 0, end-start)
+		for _, id := range ids[start:end] {
+			page = append(page, r.byID[id])
+		}
+		if end < len(ids) && end > start {
+			next = ids[end-1]
+		}
+	})
+	return page, next
+}
+
+// indexed calls fn with the sorted ids of every open channel, under the lock (fn may read byID).
+func (r *Registry) indexed(fn func(ids []string)) {
 	r.mu.RLock()
-	out := make([]adapter.Channel, 0, len(r.byID))
-	for _, ch := range r.byID {
-		out = append(out, ch)
+	if len(r.added) == 0 && len(r.removed) == 0 {
+		defer r.mu.RUnlock()
+		fn(r.ids)
+		return
 	}
 	r.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reindex()
+	fn(r.ids)
+}
+
+// opened and closed note a change of the set of open channels for the next reindex (r.mu held for
+// writing). In a process that never lists, the changes are folded in once they outnumber the
+// indexed ids (and 1024), so they stay bounded at an amortized O(1) a change.
+func (r *Registry) opened(id string) {
+	r.added = append(r.added, id)
+	r.bound()
+}
+
+func (r *Registry) closed(id string) {
+	r.removed = append(r.removed, id)
+	r.bound()
+}
+
+func (r *Registry) bound() {
+	if len(r.added)+len(r.removed) > max(len(r.ids), 1024) {
+		r.reindex()
+	}
+}
+
+// reindexInPlace is the number of changes up to which reindex edits ids in place (a binary search
+// and a copy each) rather than merging.
+const reindexInPlace = 64
+
+// reindex folds the ids opened and closed since the last one into ids (r.mu held for writing).
+func (r *Registry) reindex() {
+	switch {
+	case len(r.added) == 0 && len(r.removed) == 0:
+		return
+	case len(r.added)+len(r.removed) <= reindexInPlace:
+		for _, id := range r.removed {
+			if _, open := r.byID[id]; !open {
+				if i, found := slices.BinarySearch(r.ids, id); found {
+					r.ids = slices.Delete(r.ids, i, i+1)
+				}
+			}
+		}
+		for _, id := range r.added {
+			if _, open := r.byID[id]; open {
+				if i, found := slices.BinarySearch(r.ids, id); !found {
+					r.ids = slices.Insert(r.ids, i, id)
+				}
+			}
+		}
+	default:
+		r.ids = r.merged()
+	}
+	r.added, r.removed = nil, nil
+}
+
+// merged is ids with the added ids merged in, each once, and the ids no longer open left out.
+func (r *Registry) merged() []string {
+	slices.Sort(r.added)
+	filter := len(r.removed) > 0
+	out := make([]string, 0, len(r.ids)+len(r.added))
+	i, j := 0, 0
+	for i < len(r.ids) || j < len(r.added) {
+		var id string
+		switch {
+		case j == len(r.added) || (i < len(r.ids) && r.ids[i] < r.added[j]):
+			id, i = r.ids[i], i+1
+		case i == len(r.ids) || r.added[j] < r.ids[i]:
+			id, j = r.added[j], j+1
+		default: // re-opened: in both
+			id, i, j = r.ids[i], i+1, j+1
+		}
+		if n := len(out); n > 0 && out[n-1] == id {
+			continue // opened twice since the last reindex
+		}
+		if _, open := r.byID[id]; filter && !open {
+			continue
+		}
+		out = append(out, id)
+	}
 	return out
 }
 
@@ -180,6 +311,9 @@ func (r *Registry) Put(ctx context.Context, ch adapter.Channel) (adapter.Channel
 	r.mu.Lock()
 	if cur, ok := r.byID[ch.ID]; !ok || cur.Revision < rev {
 		r.byID[ch.ID] = ch
+		if !ok {
+			r.opened(ch.ID)
+		}
 	}
 	r.mu.Unlock()
 	return ch, nil
@@ -195,7 +329,10 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("channels: delete %s: %w", id, err)
 	}
 	r.mu.Lock()
-	delete(r.byID, id)
+	if _, had := r.byID[id]; had {
+		delete(r.byID, id)
+		r.closed(id)
+	}
 	watchers := append([]func(string, bool){}, r.watchers...)
 	r.mu.Unlock()
 	for _, fn := range watchers {

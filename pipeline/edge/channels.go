@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ximd/ximd/handlers"
@@ -206,16 +207,53 @@ func (a *ChannelsAPI) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-func (a *ChannelsAPI) list(w http.ResponseWriter, _ *http.Request) {
-	out := []channelView{}
-	for _, ch := range a.reg.List() {
+// GET /v1/channels answers a page of channels (edge-api §4.1): ?limit= of them, DefaultListLimit
+// when absent, at most MaxListLimit.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// channelList is the body of GET /v1/channels. Next is the id to pass as ?after= for the following
+// page; null on the last one.
+type channelList struct {
+	Channels []channelView `json:"channels"`
+	Next     *string       `json:"next"`
+}
+
+// list answers one page of channels in id order: those after ?after= (a channel id; it need not
+// be open any more), at most ?limit=. A limit that is not a whole number from 1 to MaxListLimit
+// is 400 bad_request; an after that cannot be a channel id is 400 invalid_channel_id. A parameter
+// given empty counts as given.
+func (a *ChannelsAPI) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := DefaultListLimit
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > MaxListLimit {
+			WriteError(w, profile.Errorf(profile.CodeBadRequest, "limit must be a whole number from 1 to %d", MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if q.Has("after") && !profile.ValidChannelID(after) {
+		WriteError(w, profile.Errorf(profile.CodeInvalidChannelID, "after must be a connector_channel_id (^[A-Za-z0-9_-]{1,128}$)"))
+		return
+	}
+	page, next := a.reg.Page(after, limit)
+	out := channelList{Channels: make([]channelView, 0, len(page))}
+	for _, ch := range page {
 		v, err := a.view(ch)
 		if err != nil {
-			continue
+			continue // its adapter is gone from this build: not listed, next still follows it
 		}
-		out = append(out, v)
+		out.Channels = append(out.Channels, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
+	if next != "" {
+		out.Next = &next
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *ChannelsAPI) delete(w http.ResponseWriter, r *http.Request) {
