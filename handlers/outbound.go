@@ -46,6 +46,9 @@ type OutRecord struct {
 	Code      string          `json:"code,omitempty"`
 	Message   string          `json:"message,omitempty"`
 	At        int64           `json:"at"`
+	// Opened is the payload of the channel.opened packet sent before every send of this message
+	// (a bot's channel that xAgent has not acked a message of: edge-api §4.1); nil: none.
+	Opened json.RawMessage `json:"opened,omitempty"`
 }
 
 // Failure is a terminal failure of a user message, listed by GET /v1/channels/{id}.
@@ -93,7 +96,8 @@ func (c *OutboxConfig) defaults() {
 // KV BucketOutbox and one work item per pending message in stream XIM_OUT, whose delayed
 // re-deliveries schedule the re-sends. It survives restarts and any worker's death.
 type Outbox struct {
-	cfg     OutboxConfig
+	cfg       OutboxConfig
+	announced func(ctx context.Context, channel string) error
 	kv      jetstream.KeyValue
 	js      jetstream.JetStream
 	nc      *nats.Conn
@@ -112,6 +116,9 @@ type outboxMetrics struct {
 type OutboxDeps struct {
 	JetStream jetstream.JetStream // the records (BucketOutbox) and work items (XIM_OUT)
 	Conn      *nats.Conn          // the sends to gateways (xim.gw.send)
+	// Announced records that xAgent acked a message sent after its channel's channel.opened
+	// (the channel registry's MarkAnnounced); nil: nothing recorded.
+	Announced func(ctx context.Context, channel string) error
 	// Registerer takes the send path's metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -149,7 +156,7 @@ func OpenOutbox(ctx context.Context, cfg OutboxConfig, deps OutboxDeps) (*Outbox
 			}
 		}
 	}
-	return &Outbox{cfg: cfg, kv: kv, js: js, nc: nc, metrics: m, logger: logger}, nil
+	return &Outbox{cfg: cfg, announced: deps.Announced, kv: kv, js: js, nc: nc, metrics: m, logger: logger}, nil
 }
 
 // Exists reports whether a message_id of the channel was already submitted (within
@@ -166,6 +173,12 @@ func (o *Outbox) Exists(ctx context.Context, channel, messageID string) (bool, e
 // Submit makes a user message pending; it returns once the message is durable. A message_id
 // already submitted is not submitted again (false).
 func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) (bool, error) {
+	return o.SubmitOpened(ctx, channel, m, nil)
+}
+
+// SubmitOpened is Submit for a message that every send puts after a channel.opened packet with
+// the payload opened (nil: none), until xAgent acks it (edge-api §4.1).
+func (o *Outbox) SubmitOpened(ctx context.Context, channel string, m profile.Message, opened json.RawMessage) (bool, error) {
 	// A user message is one trace: this span (the child of the caller's, if any), then the
 	// outbound stage's sends, whose parent travels in the work item's headers.
 	ctx, span := spans.Start(ctx, tracer, trace.SpanKindProducer, "outbox submit", "")
@@ -198,7 +211,7 @@ func (o *Outbox) Submit(ctx context.Context, channel string, m profile.Message) 
 		return false, err
 	}
 	now := time.Now().UnixMilli()
-	b, _ := json.Marshal(OutRecord{State: OutPending, Payload: payload, CreatedAt: now, WorkSeq: ack.Sequence, At: now})
+	b, _ := json.Marshal(OutRecord{State: OutPending, Payload: payload, CreatedAt: now, WorkSeq: ack.Sequence, At: now, Opened: opened})
 	if _, err := o.kv.Create(ctx, key, b); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return false, nil
@@ -281,6 +294,11 @@ func (o *Outbox) HandleAck(ctx context.Context, channel string, ack profile.Ack)
 	}
 	if finished {
 		o.finish(ctx, channel, ack.MessageID, r)
+		if r.State == OutDelivered && r.Opened != nil && o.announced != nil {
+			if err := o.announced(ctx, channel); err != nil {
+				o.logger.Warn("channel_announce_failed", "channel", channel, "err", err) // later messages carry channel.opened again
+			}
+		}
 	}
 	return nil
 }
@@ -438,8 +456,18 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Outcome {
 		return RetryAfter(100 * time.Millisecond) // changed meanwhile (an ack): check again
 	}
 	b, _ := json.Marshal(pkt)
+	var frames [][]byte
+	if r.Opened != nil {
+		opened, err := profile.NewPacket(channel, profile.TypeChannelOpened, "", r.Opened)
+		if err != nil {
+			o.logger.Error("outbound_packet_invalid", "channel", channel, "message_id", mm.MessageID, "err", err)
+			return Reject("ximd outbound: the stored channel.opened is not a valid packet")
+		}
+		ob, _ := json.Marshal(opened)
+		frames = [][]byte{ob, b}
+	}
 	sctx, span := spans.Start(otel.GetTextMapPropagator().Extract(ctx, NATSHeaderCarrier(m.Headers())), tracer, trace.SpanKindProducer, "outbound send", "")
-	sent := o.send(sctx, b)
+	sent := o.send(sctx, b, frames)
 	if span.IsRecording() {
 		span.SetAttributes(attrChannel.String(channel), attrType.String(profile.TypeMessage), attrPacketID.String(pkt.PacketID), attrSent.Bool(sent))
 	}
@@ -454,11 +482,19 @@ func (o *Outbox) handle(ctx context.Context, m jetstream.Msg) Outcome {
 	return RetryAfter(delay)
 }
 
-// send hands a packet to a gateway with a live xAgent connection.
-func (o *Outbox) send(ctx context.Context, b []byte) bool {
+// send hands a packet to a gateway with a live xAgent connection; frames, when not nil, are
+// several packets (b among them) that it writes to one connection in their order.
+func (o *Outbox) send(ctx context.Context, b []byte, frames [][]byte) bool {
 	rctx, cancel := context.WithTimeout(ctx, o.cfg.SendTimeout)
 	defer cancel()
-	resp, err := o.nc.RequestWithContext(rctx, subjects.GatewaySend, b)
+	req := nats.NewMsg(subjects.GatewaySend)
+	req.Data = b
+	if frames != nil {
+		var lengths string
+		req.Data, lengths = subjects.JoinFrames(frames)
+		req.Header.Set(subjects.HeaderFrames, lengths)
+	}
+	resp, err := o.nc.RequestMsgWithContext(rctx, req)
 	return err == nil && string(resp.Data) == gatewaySent
 }
 

@@ -31,8 +31,8 @@ type Targets struct {
 }
 
 type cachedTarget struct {
-	rev   uint64
-	bound Bound
+	rev, botRev uint64
+	bound       Bound
 }
 
 // NewTargets returns a resolver over the registry and adapters.
@@ -51,7 +51,7 @@ func (t *Targets) Resolve(ctx context.Context, channel string) (Bound, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c, ok := t.cache[channel]; ok && c.rev == ch.Revision {
+	if c, ok := t.cache[channel]; ok && c.rev == ch.Revision && c.botRev == ch.BotRevision {
 		return c.bound, nil
 	}
 	a, ok := t.adapters.Lookup(ch.Target.Adapter)
@@ -63,7 +63,7 @@ func (t *Targets) Resolve(ctx context.Context, channel string) (Bound, error) {
 		return Bound{}, fmt.Errorf("channel %s: open target: %w", channel, err)
 	}
 	b := Bound{Channel: channel, Adapter: a.Name(), Target: tg}
-	t.cache[channel] = cachedTarget{rev: ch.Revision, bound: b}
+	t.cache[channel] = cachedTarget{rev: ch.Revision, botRev: ch.BotRevision, bound: b}
 	return b, nil
 }
 

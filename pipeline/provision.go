@@ -195,6 +195,19 @@ func bucketConfigs(c StoreConfig) []jetstream.KeyValueConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Bucket:      subjects.BucketBots,
+		Description: "ximd bots (one platform account, every conversation) and their refusal counts",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketPairings,
+		Description: "ximd bots' pending pairing codes (an hour each)",
+		History:     1,
+		TTL:         PairingTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
 		Bucket:      subjects.BucketConfig,
 		Description: "ximd cluster-wide settings (file link signing key)",
 		History:     1,
@@ -202,6 +215,10 @@ func bucketConfigs(c StoreConfig) []jetstream.KeyValueConfig {
 		Replicas:    c.Replicas,
 	}}
 }
+
+// PairingTTL is how long a bot's pairing code is valid (edge-api §4.1): the TTL of
+// KV xim_pairings.
+const PairingTTL = time.Hour
 
 // InDuplicates is XIM_IN's duplicate window: a final or tool invocation published again by the
 // gateway within it (same Nats-Msg-Id, unique to the frame's transmission) is not stored again. It outlasts the
@@ -338,7 +355,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketBots, subjects.BucketPairings, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

@@ -30,6 +30,8 @@ const (
 	TypeError      = "error"
 	TypeToolInvoke = "tool.invoke"
 	TypeToolResult = "tool.result"
+	// TypeChannelOpened is the main protocol's notice that a bot opened a channel (edge-api §4.1).
+	TypeChannelOpened = "channel.opened"
 )
 
 // Direction is the way a packet travels; it decides which types are allowed (P-DLT-6) and

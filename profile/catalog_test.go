@@ -81,7 +81,7 @@ func TestTypes(t *testing.T) {
 	if got, want := names(profile.FromAgent), []string{"chat.message", "chat.message.delta", "chat.message.ack", "chat.activity", "tool.invoke"}; !slices.Equal(got, want) {
 		t.Fatalf("FromAgent = %v, want %v", got, want)
 	}
-	if got, want := names(profile.ToAgent), []string{"chat.message", "chat.message.ack", "tool.result", "error"}; !slices.Equal(got, want) {
+	if got, want := names(profile.ToAgent), []string{"chat.message", "chat.message.ack", "tool.result", "channel.opened", "error"}; !slices.Equal(got, want) {
 		t.Fatalf("ToAgent = %v, want %v", got, want)
 	}
 	if cat.Types(0) != nil {

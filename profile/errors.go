@@ -40,6 +40,9 @@ const (
 	CodeToolNotSupported       = "tool_not_supported"
 	CodeInvalidArguments       = "invalid_arguments"
 	CodeInvocationIDConflict   = "invocation_id_conflict"
+	CodeInvalidBotID           = "invalid_bot_id"
+	CodeBotNotFound            = "bot_not_found"
+	CodePairingNotFound        = "pairing_not_found"
 	CodeExpired                = "expired"
 	CodeRateLimited            = "rate_limited"
 )
@@ -56,6 +59,7 @@ var goCodes = []string{
 	CodeTargetTypeNotSupported, CodeUnknownAdapter, CodeTargetConfigInvalid, CodeFileTooLarge, CodeFileDownloadFailed,
 	CodeNotFound, CodeMethodNotAllowed, CodeBadRequest, CodeToolNotSupported,
 	CodeInvalidArguments, CodeRateLimited, CodeExpired, CodeInvocationIDConflict,
+	CodeInvalidBotID, CodeBotNotFound, CodePairingNotFound,
 }
 
 // CodeInfo is one row of the error-code table (errors.json).

@@ -136,6 +136,9 @@ func TestCodeTable(t *testing.T) {
 		{profile.CodeInvocationIDConflict, false, 409},
 		{profile.CodeExpired, false, 410},
 		{profile.CodeRateLimited, true, 429},
+		{profile.CodeInvalidBotID, false, 400},
+		{profile.CodeBotNotFound, false, 404},
+		{profile.CodePairingNotFound, false, 404},
 	}
 	for _, tc := range tests {
 		t.Run(tc.code, func(t *testing.T) {

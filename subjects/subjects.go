@@ -28,6 +28,11 @@ const (
 	// BucketCursors keeps each polled channel's position in its platform (Matrix sync token,
 	// Telegram update offset), by channel id.
 	BucketCursors = "xim_cursors"
+	// BucketBots holds the bots (key: the bot id) and each bot's refusal counts (BotStatsKey).
+	BucketBots = "xim_bots"
+	// BucketPairings holds the pending pairing codes of bots (edge-api §4.1): each for an hour,
+	// the bucket's TTL.
+	BucketPairings = "xim_pairings"
 
 	inRoot     = "xim.in"
 	partRoot   = "xim.part"
@@ -164,6 +169,47 @@ func FailuresKey(channel string) (string, error) {
 		return "", err
 	}
 	return channel + ".=failures", nil
+}
+
+// BotStatsKey is the BucketBots key of a bot's refusal counts; no bot id holds a '.'.
+func BotStatsKey(bot string) (string, error) {
+	if err := Token(bot); err != nil {
+		return "", err
+	}
+	return bot + ".stats", nil
+}
+
+// PairingUserKey is the BucketPairings key of the pending code of one person (userKey: a digest
+// of their platform id, token-safe) of a bot; PairingCodeKey that of a code, naming the person.
+func PairingUserKey(bot, userKey string) (string, error) {
+	if err := tokens(bot, userKey); err != nil {
+		return "", err
+	}
+	return bot + ".user." + userKey, nil
+}
+
+// PairingCodeKey: see PairingUserKey.
+func PairingCodeKey(bot, code string) (string, error) {
+	if err := tokens(bot, code); err != nil {
+		return "", err
+	}
+	return bot + ".code." + code, nil
+}
+
+// PairingUsers matches the BucketPairings keys of every person of a bot with a pending code.
+func PairingUsers(bot string) (string, error) {
+	if err := Token(bot); err != nil {
+		return "", err
+	}
+	return bot + ".user.*", nil
+}
+
+// PairingKeys matches every BucketPairings key of a bot.
+func PairingKeys(bot string) (string, error) {
+	if err := Token(bot); err != nil {
+		return "", err
+	}
+	return bot + ".>", nil
 }
 
 // PartitionTransform is the XIM_IN subject transform that spreads channels over n partitions and

@@ -188,6 +188,9 @@ type Message struct {
 	// ReplyTo is the target message id this message replies to ("": none); only on create, and
 	// only read by targets whose Capabilities().Reply is [ReplyNative].
 	ReplyTo string
+	// System marks a message of ximd's own, not the agent's (a bot's pairing answer): a target
+	// that can tell its users so does (the webhook's "system": true).
+	System bool
 }
 
 // Activity is a temporary status to show (profile §8).

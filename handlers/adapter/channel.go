@@ -25,8 +25,19 @@ type Channel struct {
 	Connection Connection `json:"connection"`
 	Target     Binding    `json:"target"`
 	OpenedAt   int64      `json:"opened_at"`
+	// Bot is the bot that opened the channel for Conversation ("": a channel PUT). A bot's
+	// channel stores neither connection nor target: both are its bot's, with the conversation
+	// bound ([BotTaker.Bind]), filled in when the channel is looked up.
+	Bot          string        `json:"bot,omitempty"`
+	Conversation *Conversation `json:"conversation,omitempty"`
+	// Announced: xAgent acked a user message of this bot's channel sent after its channel.opened;
+	// until then every user message is sent after one (edge-api §4.1).
+	Announced bool `json:"announced,omitempty"`
 	// Revision is the KV revision of this record (changes on every re-open).
 	Revision uint64 `json:"-"`
+	// BotRevision is the revision of the bot a bot's channel was filled in from (0: a channel
+	// PUT): a target opened for the channel is opened again when either changes.
+	BotRevision uint64 `json:"-"`
 }
 
 // BindGrace: a conversation's messages are the agent's from its channel's binding (PUT) on, and

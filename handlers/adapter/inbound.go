@@ -9,10 +9,13 @@ import (
 	"github.com/ximd/ximd/profile"
 )
 
-// Inboxes are the open channels a poll loop or an inbound request serves, and their inboxes.
+// Inboxes are the open channels a poll loop or an inbound request serves, and their inboxes; and
+// the bots it serves, which open channels for the conversations that reach them.
 type Inboxes interface {
-	// Channels are the channels served (a Poll's: those of its key, which stay the same for
-	// the whole Poll; a Receiver's: every open channel of the adapter).
+	Bots
+	// Channels are the channels PUT that are served (a Poll's: those of its key, which stay the
+	// same for the whole Poll; a Receiver's: every open channel PUT on the adapter). A bot's
+	// channels are not among them: its arrivals find them through Admit.
 	Channels() []Channel
 	// Inbox is the inbox of one of them.
 	Inbox(channelID string) Inbox

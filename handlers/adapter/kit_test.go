@@ -231,6 +231,10 @@ func (f feed) Channels() []adapter.Channel            { return f.chans }
 func (feed) Inbox(string) adapter.Inbox               { return nil }
 func (feed) Cursor(context.Context) (string, error)   { return "", nil }
 func (feed) SaveCursor(context.Context, string) error { return nil }
+func (feed) Bots() []adapter.Bot                      { return nil }
+func (feed) Admit(context.Context, adapter.Bot, adapter.Arrival) (adapter.Admission, error) {
+	return adapter.Admission{}, nil
+}
 
 type inbox struct{ discarded []string }
 

@@ -66,3 +66,14 @@ func (k Kit[C, P]) StartReceive(r *http.Request, ch Channel, rt Route[C]) (c C, 
 	body, err = ReadBody(r)
 	return c, body, err
 }
+
+// BotReceiver is optional for a [Receiver] that takes bots: the gateway routes
+// POST /v1/targets/{adapter}/bots/{bot_id}/{path...} (the platform's calls for a bot's whole
+// account) to it, as Receive's route, for b, a bot of the adapter.
+type BotReceiver interface {
+	// ReceiveBot checks the platform's signature with b's config, admits each message it
+	// carries through in (Admit: the message's conversation finds or opens its channel, or is
+	// refused by b's policy) and writes the answer. It returns the outcome for the metrics; a
+	// refusal of the request is returned as a *profile.Error, which the gateway writes.
+	ReceiveBot(w http.ResponseWriter, r *http.Request, b Bot, in Inboxes) (Received, error)
+}

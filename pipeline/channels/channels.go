@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,8 @@ type Registry struct {
 
 	mu       sync.RWMutex
 	byID     map[string]adapter.Channel
+	perBot   map[string]int // how many channels each bot opened
+	fill     func(adapter.Channel) (adapter.Channel, bool)
 	watchers []func(id string, open bool)
 	// ids is every open channel's id in order as of the last reindex; added and removed hold the
 	// ids opened and closed since (unsorted, maybe twice). A listing reindexes first when either
@@ -46,7 +49,7 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("channels: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]adapter.Channel{}, watch: w}
+	r := &Registry{kv: kv, logger: logger, byID: map[string]adapter.Channel{}, perBot: map[string]int{}, watch: w}
 	// The initial values end with a nil entry.
 	for {
 		select {
@@ -108,12 +111,10 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 		}
 		ch.Revision = e.Revision()
 		r.byID[id] = ch
-		if !had {
-			r.opened(id)
-		}
+		r.changed(cur, had, ch)
 	} else if had {
 		delete(r.byID, id)
-		r.closed(id)
+		r.closed(cur)
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
 	r.mu.Unlock()
@@ -122,12 +123,37 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	}
 }
 
+// SetFill sets how a bot's channel is completed when it is looked up: its bot's connection and
+// target, with its conversation bound (a bot's channel stores neither, so an idle one costs little
+// memory and a bot's new settings reach all its channels at once). fill reports false when the
+// bot is gone: the channel is then not open. Set it before the registry is used.
+func (r *Registry) SetFill(fill func(adapter.Channel) (adapter.Channel, bool)) {
+	r.mu.Lock()
+	r.fill = fill
+	r.mu.Unlock()
+}
+
 // Get returns an open channel from memory.
 func (r *Registry) Get(id string) (adapter.Channel, bool) {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	ch, ok := r.byID[id]
-	return ch, ok
+	fill := r.fill
+	r.mu.RUnlock()
+	if !ok {
+		return ch, false
+	}
+	return r.filled(ch, fill)
+}
+
+// filled is ch completed by fill when it is a bot's channel.
+func (r *Registry) filled(ch adapter.Channel, fill func(adapter.Channel) (adapter.Channel, bool)) (adapter.Channel, bool) {
+	if ch.Bot == "" {
+		return ch, true
+	}
+	if fill == nil {
+		return adapter.Channel{}, false
+	}
+	return fill(ch)
 }
 
 // IsOpen reports whether id is open (from memory).
@@ -161,12 +187,52 @@ func (r *Registry) Lookup(ctx context.Context, id string) (adapter.Channel, bool
 func (r *Registry) List() []adapter.Channel {
 	var out []adapter.Channel
 	r.indexed(func(ids []string) {
-		out = make([]adapter.Channel, len(ids))
-		for i, id := range ids {
-			out[i] = r.byID[id]
+		out = make([]adapter.Channel, 0, len(ids))
+		for _, id := range ids {
+			if ch, ok := r.filled(r.byID[id], r.fill); ok {
+				out = append(out, ch)
+			}
 		}
 	})
 	return out
+}
+
+// ListPut returns every open channel that was PUT (not opened by a bot), from memory.
+func (r *Registry) ListPut() []adapter.Channel {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]adapter.Channel, 0, len(r.byID)-r.perBot[""])
+	for _, ch := range r.byID {
+		if ch.Bot == "" {
+			out = append(out, ch)
+		}
+	}
+	slices.SortFunc(out, func(a, b adapter.Channel) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// BotChannels returns the ids of every open channel bot opened.
+func (r *Registry) BotChannels(bot string) []string {
+	var out []string
+	r.indexed(func(ids []string) {
+		start, _ := slices.BinarySearch(ids, bot+"-")
+		for _, id := range ids[start:] {
+			if !strings.HasPrefix(id, bot+"-") {
+				break
+			}
+			if r.byID[id].Bot == bot {
+				out = append(out, id)
+			}
+		}
+	})
+	return out
+}
+
+// BotChannelCount is how many open channels bot opened.
+func (r *Registry) BotChannelCount(bot string) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.perBot[bot]
 }
 
 // Page returns, from memory and in id order, at most limit open channels whose ids sort after
@@ -186,7 +252,9 @@ func (r *Registry) Page(after string, limit int) (page []adapter.Channel, next s
 		end := min(start+max(limit, 0), len(ids))
 		page = make([]adapter.Channel, 0, end-start)
 		for _, id := range ids[start:end] {
-			page = append(page, r.byID[id])
+			if ch, ok := r.filled(r.byID[id], r.fill); ok {
+				page = append(page, ch)
+			}
 		}
 		if end < len(ids) && end > start {
 			next = ids[end-1]
@@ -213,13 +281,17 @@ func (r *Registry) indexed(fn func(ids []string)) {
 // opened and closed note a change of the set of open channels for the next reindex (r.mu held for
 // writing). In a process that never lists, the changes are folded in once they outnumber the
 // indexed ids (and 1024), so they stay bounded at an amortized O(1) a change.
-func (r *Registry) opened(id string) {
-	r.added = append(r.added, id)
+func (r *Registry) opened(ch adapter.Channel) {
+	r.perBot[ch.Bot]++
+	r.added = append(r.added, ch.ID)
 	r.bound()
 }
 
-func (r *Registry) closed(id string) {
-	r.removed = append(r.removed, id)
+func (r *Registry) closed(ch adapter.Channel) {
+	if r.perBot[ch.Bot]--; r.perBot[ch.Bot] <= 0 {
+		delete(r.perBot, ch.Bot)
+	}
+	r.removed = append(r.removed, ch.ID)
 	r.bound()
 }
 
@@ -308,20 +380,108 @@ func (r *Registry) Put(ctx context.Context, ch adapter.Channel) (adapter.Channel
 		return adapter.Channel{}, fmt.Errorf("channels: put %s: %w", ch.ID, err)
 	}
 	ch.Revision = rev
-	r.mu.Lock()
-	if cur, ok := r.byID[ch.ID]; !ok || cur.Revision < rev {
-		r.byID[ch.ID] = ch
-		if !ok {
-			r.opened(ch.ID)
-		}
-	}
-	r.mu.Unlock()
+	r.remember(ch)
 	return ch, nil
+}
+
+// remember puts a record this process stored into memory, unless the watcher has a newer one.
+func (r *Registry) remember(ch adapter.Channel) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.byID[ch.ID]; !ok || cur.Revision < ch.Revision {
+		r.byID[ch.ID] = ch
+		r.changed(cur, ok, ch)
+	}
+}
+
+// changed notes that ch replaced cur (had: there was one) in byID (r.mu held for writing).
+func (r *Registry) changed(cur adapter.Channel, had bool, ch adapter.Channel) {
+	switch {
+	case !had:
+		r.opened(ch)
+	case cur.Bot != ch.Bot: // a bot's channel PUT: it is the PUT's now
+		if r.perBot[cur.Bot]--; r.perBot[cur.Bot] <= 0 {
+			delete(r.perBot, cur.Bot)
+		}
+		r.perBot[ch.Bot]++
+	}
+}
+
+// OpenOnce opens a bot's channel for a conversation unless it is open: created is true for the
+// one call, of every process, that opened it (a KV create); the others get the channel as it is
+// (filled, see SetFill).
+func (r *Registry) OpenOnce(ctx context.Context, ch adapter.Channel) (adapter.Channel, bool, error) {
+	if err := subjects.Token(ch.ID); err != nil {
+		return adapter.Channel{}, false, fmt.Errorf("channels: %w", err)
+	}
+	if cur, ok, err := r.lookupRaw(ctx, ch.ID); err != nil || ok {
+		return cur, false, err
+	}
+	b, err := json.Marshal(ch)
+	if err != nil {
+		return adapter.Channel{}, false, fmt.Errorf("channels: encode: %w", err)
+	}
+	rev, err := r.kv.Create(ctx, ch.ID, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		cur, _, err := r.lookupRaw(ctx, ch.ID)
+		return cur, false, err
+	}
+	if err != nil {
+		return adapter.Channel{}, false, fmt.Errorf("channels: open %s: %w", ch.ID, err)
+	}
+	ch.Revision = rev
+	r.remember(ch)
+	return ch, true, nil
+}
+
+// lookupRaw is Lookup without the fill: the stored record.
+func (r *Registry) lookupRaw(ctx context.Context, id string) (adapter.Channel, bool, error) {
+	if _, _, err := r.Lookup(ctx, id); err != nil {
+		return adapter.Channel{}, false, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ch, ok := r.byID[id]
+	return ch, ok, nil
+}
+
+// MarkAnnounced records that xAgent acked a user message of a bot's channel sent after its
+// channel.opened: later messages go without one. A channel closed meanwhile is left closed.
+func (r *Registry) MarkAnnounced(ctx context.Context, id string) error {
+	for range 10 {
+		e, err := r.kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("channels: get %s: %w", id, err)
+		}
+		var ch adapter.Channel
+		if err := json.Unmarshal(e.Value(), &ch); err != nil {
+			return fmt.Errorf("channels: record %s unreadable: %w", id, err)
+		}
+		if ch.Announced {
+			return nil
+		}
+		ch.Announced = true
+		b, _ := json.Marshal(ch)
+		rev, err := r.kv.Update(ctx, id, b, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("channels: update %s: %w", id, err)
+		}
+		ch.Revision = rev
+		r.remember(ch)
+		return nil
+	}
+	return fmt.Errorf("channels: %s changes too often", id)
 }
 
 // Delete closes a channel for good; it reports whether it was open.
 func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
-	_, ok, err := r.Lookup(ctx, id)
+	_, ok, err := r.lookupRaw(ctx, id)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -329,9 +489,9 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("channels: delete %s: %w", id, err)
 	}
 	r.mu.Lock()
-	if _, had := r.byID[id]; had {
+	if cur, had := r.byID[id]; had {
 		delete(r.byID, id)
-		r.closed(id)
+		r.closed(cur)
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
 	r.mu.Unlock()

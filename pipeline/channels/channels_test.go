@@ -259,15 +259,15 @@ func listSortedPerCall(r *Registry) []adapter.Channel {
 // A process that never lists keeps its pending index changes bounded, and a later listing is
 // still right.
 func TestIndex_ChangesStayBoundedWithoutListing(t *testing.T) {
-	r := &Registry{byID: map[string]adapter.Channel{}}
+	r := &Registry{byID: map[string]adapter.Channel{}, perBot: map[string]int{}}
 	for i := range 5000 {
 		id := fmt.Sprintf("c%05d", i%3000)
-		if _, open := r.byID[id]; open {
+		if ch, open := r.byID[id]; open {
 			delete(r.byID, id)
-			r.closed(id)
+			r.closed(ch)
 		} else {
 			r.byID[id] = webhookChannel(id)
-			r.opened(id)
+			r.opened(r.byID[id])
 		}
 		if n := len(r.added) + len(r.removed); n > max(len(r.ids), 1024) {
 			t.Fatalf("after %d changes: %d pending for %d indexed ids", i+1, n, len(r.ids))

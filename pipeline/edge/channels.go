@@ -70,7 +70,10 @@ type channelView struct {
 	Status     string             `json:"status"`
 	Connection adapter.Connection `json:"connection"`
 	Target     targetView         `json:"target"`
-	Stats      *Stats             `json:"stats,omitempty"`
+	// Bot and Conversation: a channel a bot opened (edge-api §4.1).
+	Bot          string                `json:"bot,omitempty"`
+	Conversation *adapter.Conversation `json:"conversation,omitempty"`
+	Stats        *Stats                `json:"stats,omitempty"`
 	Failures   *[]Failure         `json:"failures,omitempty"`
 }
 
@@ -92,49 +95,14 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var d descriptor
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "body: %v", err))
+	if err := decodeStrict(body, &d); err != nil {
+		WriteError(w, err)
 		return
 	}
-	if dec.More() {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "body: trailing data"))
+	ad, perr := a.checkDescriptor(d)
+	if perr != nil {
+		WriteError(w, perr)
 		return
-	}
-	if d.Connection == nil || d.Target == nil {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection and target are required"))
-		return
-	}
-	if d.Connection.TargetType == "" {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection.target_type is required"))
-		return
-	}
-	if d.Target.Adapter == "" {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "target.adapter is required"))
-		return
-	}
-	if d.Connection.TargetType != "im" {
-		WriteError(w, profile.Errorf(profile.CodeTargetTypeNotSupported, "connection.target_type %q: only \"im\" is supported", d.Connection.TargetType))
-		return
-	}
-	if len(d.Connection.Profiles) == 0 {
-		WriteError(w, profile.Errorf(profile.CodeInvalidDescriptor, "connection.profiles must not be empty"))
-		return
-	}
-	for _, p := range d.Connection.Profiles {
-		if !slices.Contains(cardProfiles(), p) {
-			WriteError(w, profile.Errorf(profile.CodeProfileNotSupported, "connection.profiles: %q is not in the Card", p))
-			return
-		}
-	}
-	ad, ok := a.adapters.Lookup(d.Target.Adapter)
-	if !ok {
-		WriteError(w, profile.Errorf(profile.CodeUnknownAdapter, "target.adapter %q: known adapters are %v", d.Target.Adapter, a.adapters.Names()))
-		return
-	}
-	if len(d.Target.Config) == 0 {
-		d.Target.Config = json.RawMessage("{}")
 	}
 	if _, err := ad.Open(d.Target.Config); err != nil {
 		WriteError(w, asDescriptorError(err))
@@ -167,6 +135,49 @@ func (a *ChannelsAPI) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// decodeStrict decodes a request body into v: one JSON object with no unknown field.
+func decodeStrict(body []byte, v any) *profile.Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return profile.Errorf(profile.CodeInvalidDescriptor, "body: %v", err)
+	}
+	if dec.More() {
+		return profile.Errorf(profile.CodeInvalidDescriptor, "body: trailing data")
+	}
+	return nil
+}
+
+// checkDescriptor checks a channel's or a bot's connection and target (not yet its config) and
+// returns its adapter; an empty config becomes {}.
+func (a *ChannelsAPI) checkDescriptor(d descriptor) (adapter.Opener, *profile.Error) {
+	switch {
+	case d.Connection == nil || d.Target == nil:
+		return nil, profile.Errorf(profile.CodeInvalidDescriptor, "connection and target are required")
+	case d.Connection.TargetType == "":
+		return nil, profile.Errorf(profile.CodeInvalidDescriptor, "connection.target_type is required")
+	case d.Target.Adapter == "":
+		return nil, profile.Errorf(profile.CodeInvalidDescriptor, "target.adapter is required")
+	case d.Connection.TargetType != "im":
+		return nil, profile.Errorf(profile.CodeTargetTypeNotSupported, "connection.target_type %q: only \"im\" is supported", d.Connection.TargetType)
+	case len(d.Connection.Profiles) == 0:
+		return nil, profile.Errorf(profile.CodeInvalidDescriptor, "connection.profiles must not be empty")
+	}
+	for _, p := range d.Connection.Profiles {
+		if !slices.Contains(cardProfiles(), p) {
+			return nil, profile.Errorf(profile.CodeProfileNotSupported, "connection.profiles: %q is not in the Card", p)
+		}
+	}
+	ad, ok := a.adapters.Lookup(d.Target.Adapter)
+	if !ok {
+		return nil, profile.Errorf(profile.CodeUnknownAdapter, "target.adapter %q: known adapters are %v", d.Target.Adapter, a.adapters.Names())
+	}
+	if len(d.Target.Config) == 0 {
+		d.Target.Config = json.RawMessage("{}")
+	}
+	return ad, nil
 }
 
 // probeTimeout bounds an adapter's check of a config against its platform at PUT.
@@ -292,7 +303,7 @@ func (a *ChannelsAPI) view(ch adapter.Channel) (channelView, error) {
 	if err != nil {
 		return channelView{}, err
 	}
-	return channelView{ID: ch.ID, Status: "open", Connection: ch.Connection,
+	return channelView{ID: ch.ID, Status: "open", Connection: ch.Connection, Bot: ch.Bot, Conversation: ch.Conversation,
 		Target: targetView{Adapter: ch.Target.Adapter, Capabilities: t.Capabilities(), Config: pub}}, nil
 }
 

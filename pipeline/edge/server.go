@@ -98,6 +98,7 @@ func (o *ops) register(mux *http.ServeMux) {
 type Parts struct {
 	Gateway  http.Handler // GET /v1/ws
 	Channels *ChannelsAPI
+	Bots     *BotsAPI // optional: /v1/bots
 	Files    http.Handler // /files/...
 	Inbound  http.Handler // optional: POST /v1/targets/{adapter}/{channel}/{path...} (Receivers: own signatures, no bearer token)
 	Gatherer prometheus.Gatherer
@@ -131,6 +132,9 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 	})))
 	e.mux.Handle("GET /v1/ws", e.auth(p.Gateway))
 	p.Channels.register(e.mux, e.auth)
+	if p.Bots != nil {
+		p.Bots.register(e.mux, e.auth)
+	}
 	e.mux.Handle("/files/", p.Files) // the files handler checks the token or a signed link itself
 	if p.Inbound != nil {
 		// Only the inbound route goes without the token; the rest of /v1/targets/ is /v1/.
@@ -143,7 +147,9 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 		if p.Registerer != nil {
 			p.Registerer.MustRegister(inFlight)
 		}
-		e.mux.Handle("POST /v1/targets/{adapter}/{channel}/{path...}", limit(max, inFlight, p.Inbound))
+		inbound := limit(max, inFlight, p.Inbound)
+		e.mux.Handle("POST /v1/targets/{adapter}/{channel}/{path...}", inbound)
+		e.mux.Handle("POST /v1/targets/{adapter}/bots/{bot}/{path...}", inbound)
 	}
 	if p.Webchat != nil {
 		e.mux.Handle("/webchat/", p.Webchat)

@@ -614,11 +614,28 @@ func (g *Gateway) add(c *wsConn) bool {
 	return true
 }
 
-// onSend writes an outbound packet (a user message) to one live connection.
+// onSend writes an outbound packet (a user message) to one live connection; a request with
+// several packets (subjects.HeaderFrames: a bot channel's channel.opened and its message) writes
+// them all, in their order, to the same connection.
 func (g *Gateway) onSend(m *nats.Msg) {
+	frames := [][]byte{m.Data}
+	if lengths := m.Header.Get(subjects.HeaderFrames); lengths != "" {
+		var err error
+		if frames, err = subjects.SplitFrames(lengths, m.Data); err != nil {
+			g.logger.Error("gateway_send_frames_invalid", "err", err)
+			_ = m.Respond([]byte("none"))
+			return
+		}
+	}
 	answer := "none"
-	if c := g.any(); c != nil && g.enqueue(c, m.Data) {
+	if c := g.any(); c != nil {
 		answer = "sent"
+		for _, f := range frames {
+			if !g.enqueue(c, f) {
+				answer = "none" // what went is sent again, before the message, by the next send
+				break
+			}
+		}
 	}
 	_ = m.Respond([]byte(answer))
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,7 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/pipeline"
+	"github.com/ximd/ximd/pipeline/bots"
 	"github.com/ximd/ximd/pipeline/bus"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/pipeline/edge"
@@ -150,6 +152,9 @@ type parts struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	reg      *channels.Registry
+	bots     *bots.Registry
+	pairings *bots.Pairings
+	admitter *bots.Admitter
 	records  *handlers.Records
 	outbox   *handlers.Outbox
 	files    *files.Store
@@ -233,13 +238,21 @@ func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, er
 	if err != nil {
 		return nil, err
 	}
+	botReg, err := bots.Open(ctx, js, n.logger)
+	if err != nil {
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	rctx, stopRegistry := context.WithCancel(context.Background())
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); _ = reg.Run(rctx) }()
+	go func() { defer wg.Done(); _ = botReg.Run(rctx) }()
 	cl.add(func(context.Context) { stopRegistry(); wg.Wait() })
 
-	p := &parts{nc: nc, js: js, reg: reg}
+	p := &parts{nc: nc, js: js, reg: reg, bots: botReg}
+	if p.pairings, err = bots.OpenPairings(ctx, js, pipeline.PairingTTL); err != nil {
+		return nil, err
+	}
 	if p.records, err = handlers.OpenRecords(ctx, js); err != nil {
 		return nil, err
 	}
@@ -251,11 +264,33 @@ func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, er
 	}
 	cl.add(func(context.Context) { _ = p.adapters.Close() }) // after the roles that use them stopped
 	p.outbox, err = handlers.OpenOutbox(ctx, handlers.OutboxConfig{AckTimeout: n.cfg.AckTimeout, BackoffMax: n.cfg.OutboundBackoff, MaxAge: n.cfg.Store.OutboundMaxAge},
-		handlers.OutboxDeps{JetStream: js, Conn: nc, Registerer: n.reg, Logger: n.logger.With("stage", "outbound")})
+		handlers.OutboxDeps{JetStream: js, Conn: nc, Announced: reg.MarkAnnounced, Registerer: n.reg, Logger: n.logger.With("stage", "outbound")})
 	if err != nil {
 		return nil, err
 	}
+	if err := n.startAdmitter(p, cl); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// startAdmitter builds what applies the bots' policies (for the poll loops and the receive
+// routes alike) and runs its stats flush until the node stops.
+func (n *Node) startAdmitter(p *parts, cl *closers) error {
+	log := n.logger.With("stage", "bots")
+	var err error
+	p.admitter, err = bots.NewAdmitter(bots.AdmitterDeps{Bots: p.bots, Pairings: p.pairings, Channels: p.reg, Adapters: p.adapters,
+		Inbox: func(channel string, opened json.RawMessage) adapter.Inbox {
+			return &channelInbox{channel: channel, opened: opened, outbox: p.outbox, files: p.files, catalog: profile.Default(), logger: log}
+		}, Registerer: n.reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.admitter.Run(ctx) }()
+	cl.add(func(context.Context) { stop(); <-done })
+	return nil
 }
 
 // openAdapters builds the registry of every platform adapter.
@@ -402,7 +437,7 @@ func (n *Node) startWorker(ctx context.Context, p *parts, errc chan<- error) (fu
 	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
 	}
-	if w.pollers, err = newPollers(reg, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
+	if w.pollers, err = newPollers(reg, p.bots, p.admitter, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
 		return nil, err
 	}
 	stages, err := n.buildStages(ctx, p, w)
@@ -694,15 +729,19 @@ func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func
 	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
 	}
-	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, adapters, inbox, n.reg, log)
+	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, p.bots, p.admitter, adapters, inbox, n.reg, log)
 	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)
 	if err != nil {
 		return nil, err
 	}
 	var e *edge.Edge
+	channelsAPI := edge.NewChannelsAPI(reg, adapters, state, log)
 	e, err = edge.New(edge.Config{Token: token, Version: Version, MaxInboundRequests: n.cfg.MaxInbound, BodyTimeout: n.cfg.BodyTimeout, UploadTimeout: n.cfg.UploadTimeout}, edge.Parts{
-		Gateway:    gw,
-		Channels:   edge.NewChannelsAPI(reg, adapters, state, log),
+		Gateway:  gw,
+		Channels: channelsAPI,
+		Bots: edge.NewBotsAPI(channelsAPI, p.bots, p.pairings, func(ctx context.Context, bot string) error {
+			return p.pairings.PurgeBot(ctx, js, bot)
+		}),
 		Files:      fs.Handler(func(r *http.Request) bool { return e.Authorized(r) }, reg),
 		Inbound:    inbound,
 		Gatherer:   n.reg,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/pipeline/bots"
 	"github.com/ximd/ximd/pipeline/channels"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/profile"
@@ -36,6 +37,8 @@ const (
 // poll a key for a moment; what both read is one message by its message_id.
 type pollers struct {
 	reg      *channels.Registry
+	bots     *bots.Registry
+	admit    adapter.Admitter
 	adapters *adapter.Registry
 	live     func() []string
 	self     string
@@ -54,13 +57,19 @@ type pollers struct {
 // pollID names one poll loop: an adapter's poll key.
 type pollID struct{ adapter, key string }
 
+// polled is what one poll loop serves: channels PUT and bots of its key.
+type polled struct {
+	chans []adapter.Channel
+	bots  []adapter.Bot
+}
+
 type pollRun struct {
 	version string // the key's channels and their revisions
 	cancel  context.CancelFunc
 }
 
-func newPollers(reg *channels.Registry, adapters *adapter.Registry, live func() []string, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
-	p := &pollers{reg: reg, adapters: adapters, live: live, self: self, inbox: inbox, cursors: cursors, logger: logger,
+func newPollers(reg *channels.Registry, botReg *bots.Registry, admit adapter.Admitter, adapters *adapter.Registry, live func() []string, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
+	p := &pollers{reg: reg, bots: botReg, admit: admit, adapters: adapters, live: live, self: self, inbox: inbox, cursors: cursors, logger: logger,
 		running: map[pollID]*pollRun{}, kick: make(chan struct{}, 1),
 		polled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_polled_channels",
 			Help: "Channels whose platform this worker polls for user messages (Matrix sync, Telegram getUpdates)."}),
@@ -72,12 +81,14 @@ func newPollers(reg *channels.Registry, adapters *adapter.Registry, live func() 
 			return nil, err
 		}
 	}
-	reg.OnChange(func(string, bool) {
+	kick := func() {
 		select {
 		case p.kick <- struct{}{}:
 		default:
 		}
-	})
+	}
+	reg.OnChange(func(string, bool) { kick() })
+	botReg.OnChange(func(string) { kick() })
 	return p, nil
 }
 
@@ -118,48 +129,69 @@ func (p *pollers) reconcile(ctx context.Context) {
 		return
 	}
 	live := p.live()
-	want := map[pollID][]adapter.Channel{}
-	polled := 0
-	for _, ch := range p.reg.List() {
+	want := map[pollID]*polled{}
+	served := 0
+	add := func(ch adapter.Channel, b *adapter.Bot) {
 		a, _ := p.adapters.Lookup(ch.Target.Adapter)
 		poller, polls := a.(adapter.Poller)
 		if !polls {
-			continue
+			return
 		}
 		key := poller.PollKey(ch)
 		if key == "" || owner(live, key) != p.self {
-			continue
+			return
 		}
 		id := pollID{ch.Target.Adapter, key}
-		want[id] = append(want[id], ch)
-		polled++
+		if want[id] == nil {
+			want[id] = &polled{}
+		}
+		if b != nil {
+			want[id].bots = append(want[id].bots, *b)
+		} else {
+			want[id].chans = append(want[id].chans, ch)
+		}
+		served++
+	}
+	for _, ch := range p.reg.ListPut() {
+		add(ch, nil)
+	}
+	for _, b := range p.bots.List() {
+		a, _ := p.adapters.Lookup(b.Target.Adapter)
+		if taker, ok := a.(adapter.BotTaker); ok {
+			if cfg, err := taker.Bind(b.Target.Config, adapter.Conversation{}); err == nil {
+				add(adapter.Channel{ID: b.ID, Connection: b.Connection, Target: adapter.Binding{Adapter: b.Target.Adapter, Config: cfg}}, &b)
+			}
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, r := range p.running {
-		if chans, ok := want[id]; !ok || version(chans) != r.version {
+		if w, ok := want[id]; !ok || w.version() != r.version {
 			r.cancel()
 			delete(p.running, id)
 		}
 	}
-	for id, chans := range want {
+	for id, w := range want {
 		if _, ok := p.running[id]; ok {
 			continue
 		}
 		a, _ := p.adapters.Lookup(id.adapter)
 		rctx, cancel := context.WithCancel(ctx)
-		p.running[id] = &pollRun{version: version(chans), cancel: cancel}
+		p.running[id] = &pollRun{version: w.version(), cancel: cancel}
 		p.wg.Add(1)
-		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: chans}, a.(adapter.Poller))
+		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: w.chans, bots: w.bots}, a.(adapter.Poller))
 	}
-	p.polled.Set(float64(polled))
+	p.polled.Set(float64(served))
 }
 
-// version identifies a key's set of channels and their revisions.
-func version(chans []adapter.Channel) string {
-	ids := make([]string, len(chans))
-	for i, ch := range chans {
-		ids[i] = ch.ID + "@" + strconv.FormatUint(ch.Revision, 10)
+// version identifies a key's set of channels and bots and their revisions.
+func (w *polled) version() string {
+	ids := make([]string, 0, len(w.chans)+len(w.bots))
+	for _, ch := range w.chans {
+		ids = append(ids, ch.ID+"@"+strconv.FormatUint(ch.Revision, 10))
+	}
+	for _, b := range w.bots {
+		ids = append(ids, "bot:"+b.ID+"@"+strconv.FormatUint(b.Revision, 10))
 	}
 	slices.Sort(ids)
 	return strings.Join(ids, ",")
@@ -168,7 +200,7 @@ func version(chans []adapter.Channel) string {
 // loop runs one key's Poll until ctx ends, starting it again after a failure.
 func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller adapter.Poller) {
 	defer p.wg.Done()
-	log := p.logger.With("poll_key", id.key, "adapter", id.adapter, "channels", len(f.chans), "stage", "poll")
+	log := p.logger.With("poll_key", id.key, "adapter", id.adapter, "channels", len(f.chans), "bots", len(f.bots), "stage", "poll")
 	log.Info("poll_started")
 	wait := pollBackoffMin
 	for {
@@ -199,9 +231,16 @@ type feed struct {
 	pollers *pollers
 	key     string
 	chans   []adapter.Channel
+	bots    []adapter.Bot
 }
 
 func (f *feed) Channels() []adapter.Channel { return f.chans }
+
+func (f *feed) Bots() []adapter.Bot { return f.bots }
+
+func (f *feed) Admit(ctx context.Context, b adapter.Bot, in adapter.Arrival) (adapter.Admission, error) {
+	return f.pollers.admit.Admit(ctx, b, in)
+}
 
 func (f *feed) Inbox(channel string) adapter.Inbox { return f.pollers.inbox(channel) }
 
@@ -225,6 +264,7 @@ func (f *feed) SaveCursor(ctx context.Context, cursor string) error {
 // its files in the Transfer Plane, its user messages in the outbox (the send path).
 type channelInbox struct {
 	channel string
+	opened  json.RawMessage // a bot's channel not yet announced: the channel.opened payload
 	outbox  *handlers.Outbox
 	files   *files.Store
 	catalog *profile.Catalog
@@ -270,7 +310,7 @@ func (in *channelInbox) Submit(ctx context.Context, m profile.Message) (ok bool,
 	if _, err := in.catalog.DecodeMessage(raw, profile.ToAgent); err != nil {
 		return false, err
 	}
-	ok, err = in.outbox.Submit(ctx, in.channel, m)
+	ok, err = in.outbox.SubmitOpened(ctx, in.channel, m, in.opened)
 	if ok {
 		in.logger.Info("target_message_received", "channel", in.channel, "message_id", m.MessageID, "files", len(m.Files))
 	}

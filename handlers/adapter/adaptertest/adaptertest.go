@@ -578,15 +578,19 @@ func (f *Files) Bytes(ref string) []byte {
 type Feed struct {
 	chans   []adapter.Channel
 	inboxes map[string]*Inbox
+	files   *Files
 
-	mu     sync.Mutex
-	cursor string
-	first  string
+	mu       sync.Mutex
+	cursor   string
+	first    string
+	bots     []adapter.Bot
+	arrivals []adapter.Arrival
+	refused  map[adapter.Refusal]int
 }
 
 // NewFeed returns a feed of chans with empty inboxes storing files in files.
 func NewFeed(files *Files, chans ...adapter.Channel) *Feed {
-	f := &Feed{chans: chans, inboxes: map[string]*Inbox{}}
+	f := &Feed{chans: chans, inboxes: map[string]*Inbox{}, files: files, refused: map[adapter.Refusal]int{}}
 	for _, ch := range chans {
 		f.inboxes[ch.ID] = NewInbox(files)
 	}
@@ -595,10 +599,67 @@ func NewFeed(files *Files, chans ...adapter.Channel) *Feed {
 
 func (f *Feed) Channels() []adapter.Channel { return f.chans }
 
-func (f *Feed) Inbox(id string) adapter.Inbox { return f.inboxes[id] }
+func (f *Feed) Inbox(id string) adapter.Inbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inboxes[id]
+}
 
-// InboxOf is the Inbox of one of the feed's channels.
-func (f *Feed) InboxOf(id string) *Inbox { return f.inboxes[id] }
+// InboxOf is the Inbox of one of the feed's channels (a bot's: of its conversation's channel,
+// adapter.Conversation.ChannelID), nil before it has one.
+func (f *Feed) InboxOf(id string) *Inbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inboxes[id]
+}
+
+// AddBot makes the feed serve b too (before the Poll starts).
+func (f *Feed) AddBot(b adapter.Bot) {
+	f.mu.Lock()
+	f.bots = append(f.bots, b)
+	f.mu.Unlock()
+}
+
+func (f *Feed) Bots() []adapter.Bot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]adapter.Bot(nil), f.bots...)
+}
+
+// Admit applies the bot's policy (adapter.Policy.Decide) as the node does, without pairing
+// codes or rate limits, and keeps what arrived: an admitted conversation's messages go to the
+// inbox of its channel (InboxOf its ChannelID).
+func (f *Feed) Admit(_ context.Context, b adapter.Bot, in adapter.Arrival) (adapter.Admission, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.arrivals = append(f.arrivals, in)
+	if d := b.Conversations.Decide(in); d.Refused != "" {
+		f.refused[d.Refused]++
+		return adapter.Admission{Refused: d.Refused}, nil
+	}
+	id := in.Conversation.ChannelID(b.ID)
+	inbox := f.inboxes[id]
+	if inbox == nil {
+		inbox = NewInbox(f.files)
+		f.inboxes[id] = inbox
+	}
+	conv := in.Conversation
+	return adapter.Admission{Channel: adapter.Channel{ID: id, Bot: b.ID, Conversation: &conv, Target: b.Target}, Inbox: inbox}, nil
+}
+
+// Arrivals are what reached the feed's bots, admitted or not, in order.
+func (f *Feed) Arrivals() []adapter.Arrival {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]adapter.Arrival(nil), f.arrivals...)
+}
+
+// Refused counts the arrivals refused for a reason.
+func (f *Feed) Refused(why adapter.Refusal) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused[why]
+}
 
 func (f *Feed) Cursor(context.Context) (string, error) {
 	f.mu.Lock()

@@ -79,15 +79,26 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if err := dec.Decode(&um); err != nil {
 		return "", profile.Errorf(profile.CodeInvalidPacket, "body: %v", err)
 	}
+	return a.receive(r.Context(), w, ch, in, um, cfg.FileHosts, nil)
+}
+
+// receive submits a posted user message to channel ch through in, its files downloaded first
+// (from hosts and the target's own host), and answers 202 {"message_id"} and the members of
+// extra.
+func (a *Adapter) receive(ctx context.Context, w http.ResponseWriter, ch adapter.Channel, in adapter.Inbox, um wireUserMessage, hosts []string, extra map[string]any) (adapter.Received, error) {
 	if um.TargetMessageID == "" {
 		return "", profile.Errorf(profile.CodeInvalidPacket, "target_message_id: required")
 	}
 	id := MessageIDOf(um.TargetMessageID)
-	ctx := r.Context()
+	answer := map[string]any{"message_id": id}
+	for k, v := range extra {
+		answer[k] = v
+	}
 	if seen, err := in.Seen(ctx, id); err != nil {
 		return "", profile.Errorf(profile.CodeUnavailable, "outbox unavailable")
 	} else if seen {
-		writeAccepted(w, map[string]any{"message_id": id, "duplicate": true})
+		answer["duplicate"] = true
+		writeAccepted(w, answer)
 		return adapter.Duplicate, nil
 	}
 	if len(um.Files) > MaxUserFiles { // before any download
@@ -95,7 +106,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	}
 	msg := profile.Message{MessageID: id, Text: um.Text, CreatedAt: time.Now().UnixMilli()}
 	for i, f := range um.Files {
-		pf, err := a.download(ctx, i, f, cfg.FileHosts, in)
+		pf, err := a.download(ctx, i, f, hosts, in)
 		if err != nil {
 			for _, done := range msg.Files { // nothing of a refused message stays behind
 				if derr := in.Discard(context.WithoutCancel(ctx), done.FileRef); derr != nil {
@@ -109,7 +120,7 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if _, err := in.Submit(ctx, msg); err != nil {
 		return "", err
 	}
-	writeAccepted(w, map[string]any{"message_id": id})
+	writeAccepted(w, answer)
 	return adapter.Accepted, nil
 }
 

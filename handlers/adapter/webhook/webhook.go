@@ -176,6 +176,8 @@ type (
 		IdempotencyKey string     `json:"idempotency_key"`
 		// ReplyTo is im.reply_message's reply_to_target_message_id (edge-api §8).
 		ReplyTo string `json:"reply_to_target_message_id,omitempty"`
+		// System marks a message of ximd's own (a bot's pairing answer, edge-api §7.1).
+		System bool `json:"system,omitempty"`
 	}
 	editBody struct {
 		ChatID string     `json:"chat_id"`
@@ -229,6 +231,7 @@ func (t *webhookTarget) Send(ctx context.Context, m adapter.Message) (string, er
 		Final:          m.Final,
 		IdempotencyKey: m.IdempotencyKey,
 		ReplyTo:        m.ReplyTo,
+		System:         m.System,
 	})
 	if err != nil {
 		return "", failed("POST /messages: encode body")
