@@ -98,11 +98,11 @@ func (c *OutboxConfig) defaults() {
 type Outbox struct {
 	cfg       OutboxConfig
 	announced func(ctx context.Context, channel string) error
-	kv      jetstream.KeyValue
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	metrics *outboxMetrics
-	logger  *slog.Logger
+	kv        jetstream.KeyValue
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	metrics   *outboxMetrics
+	logger    *slog.Logger
 }
 
 type outboxMetrics struct {

@@ -242,13 +242,13 @@ type Policy struct {
 // *profile.Error invalid_descriptor naming the key (and, for a policy value, the allowed ones).
 func ParsePolicy(raw json.RawMessage) (Policy, error) {
 	var w struct {
-		Direct       *string   `json:"direct"`
-		Groups       *string   `json:"groups"`
-		AllowUsers   []string  `json:"allow_users"`
-		AllowGroups  []string  `json:"allow_groups"`
-		Scope        *string   `json:"scope"`
-		PairingText  *string   `json:"pairing_text"`
-		MaxPerMinute *int      `json:"max_per_minute"`
+		Direct       *string  `json:"direct"`
+		Groups       *string  `json:"groups"`
+		AllowUsers   []string `json:"allow_users"`
+		AllowGroups  []string `json:"allow_groups"`
+		Scope        *string  `json:"scope"`
+		PairingText  *string  `json:"pairing_text"`
+		MaxPerMinute *int     `json:"max_per_minute"`
 	}
 	if !NoConfig(raw) {
 		dec := json.NewDecoder(bytes.NewReader(raw))

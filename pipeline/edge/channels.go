@@ -74,7 +74,7 @@ type channelView struct {
 	Bot          string                `json:"bot,omitempty"`
 	Conversation *adapter.Conversation `json:"conversation,omitempty"`
 	Stats        *Stats                `json:"stats,omitempty"`
-	Failures   *[]Failure         `json:"failures,omitempty"`
+	Failures     *[]Failure            `json:"failures,omitempty"`
 }
 
 type targetView struct {

@@ -98,7 +98,7 @@ func (o *ops) register(mux *http.ServeMux) {
 type Parts struct {
 	Gateway  http.Handler // GET /v1/ws
 	Channels *ChannelsAPI
-	Bots     *BotsAPI // optional: /v1/bots
+	Bots     *BotsAPI     // optional: /v1/bots
 	Files    http.Handler // /files/...
 	Inbound  http.Handler // optional: POST /v1/targets/{adapter}/{channel}/{path...} (Receivers: own signatures, no bearer token)
 	Gatherer prometheus.Gatherer
