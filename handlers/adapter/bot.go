@@ -374,3 +374,9 @@ func (p Policy) PairingAnswer(code string) string {
 	}
 	return strings.ReplaceAll(text, "{code}", code)
 }
+
+// Predates reports whether a platform message written at unixMilli (the platform's clock) was
+// written before the bot was put, less [BindGrace]: not the agent's, not passed on.
+func (b Bot) Predates(unixMilli int64) bool {
+	return unixMilli < b.OpenedAt-BindGrace.Milliseconds()
+}
