@@ -380,3 +380,10 @@ func (p Policy) PairingAnswer(code string) string {
 func (b Bot) Predates(unixMilli int64) bool {
 	return unixMilli < b.OpenedAt-BindGrace.Milliseconds()
 }
+
+// PolicyChecker is optional for a [BotTaker] whose conversations cannot take every policy (a
+// web page's visitors are anonymous: nobody could approve one): it refuses a bot's policy at PUT
+// with a *profile.Error invalid_descriptor naming the key.
+type PolicyChecker interface {
+	CheckPolicy(p Policy) error
+}

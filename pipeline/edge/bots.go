@@ -127,6 +127,11 @@ func (a *BotsAPI) check(ctx context.Context, id string, ad adapter.Opener, d bot
 	if err != nil {
 		return adapter.Bot{}, asDescriptorError(err)
 	}
+	if pc, ok := ad.(adapter.PolicyChecker); ok {
+		if err := pc.CheckPolicy(policy); err != nil {
+			return adapter.Bot{}, asDescriptorError(err)
+		}
+	}
 	b := adapter.Bot{ID: id, Connection: *d.Connection, Target: *d.Target, Conversations: policy, OpenedAt: time.Now().UnixMilli()}
 	if p, ok := ad.(adapter.BotProber); ok {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)

@@ -111,6 +111,9 @@ type Parts struct {
 	// bearer token), and WebchatLink GET /v1/channels/{id}/webchat (behind the bearer token).
 	Webchat     http.Handler
 	WebchatLink http.Handler
+	// WebchatBotLink is optional: GET /v1/bots/{id}/webchat, a webchat bot's page link and
+	// snippet (behind the bearer token).
+	WebchatBotLink http.Handler
 }
 
 // New builds the edge's routes.
@@ -156,6 +159,9 @@ func New(cfg Config, p Parts, logger *slog.Logger) (*Edge, error) {
 	}
 	if p.WebchatLink != nil {
 		e.mux.Handle("GET /v1/channels/{id}/webchat", e.auth(p.WebchatLink))
+	}
+	if p.WebchatBotLink != nil {
+		e.mux.Handle("GET /v1/bots/{id}/webchat", e.auth(p.WebchatBotLink))
 	}
 	e.mux.Handle("/v1/", e.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))

@@ -730,7 +730,7 @@ func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
 	}
 	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, p.bots, p.admitter, adapters, inbox, n.reg, log)
-	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, log)
+	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, botPages{p.bots, p.admitter}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -748,8 +748,9 @@ func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func
 		Registerer: n.reg,
 		Ready:      n.readiness(nc, js),
 
-		Webchat:     chatPage,
-		WebchatLink: chatLink,
+		Webchat:        chatPage,
+		WebchatLink:    chatLink,
+		WebchatBotLink: http.HandlerFunc(chatPage.BotLink),
 	}, log)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package webchat
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"unicode/utf8"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -33,19 +35,24 @@ type Config struct {
 	Secret string
 	// Channel is the channel id stamped by [WithChannelIDs] ("" when not stamped).
 	Channel string
+	// FrameAncestors are the origins whose pages may embed a bot's public page in a frame
+	// (its Content-Security-Policy frame-ancestors); none: it cannot be framed.
+	FrameAncestors []string
 }
 
 // publicConfig is the config as the channels API shows it: no secret.
 type publicConfig struct {
-	Title        string `json:"title"`
-	SecretSource string `json:"secret"`
+	Title          string   `json:"title"`
+	SecretSource   string   `json:"secret"`
+	FrameAncestors []string `json:"frame_ancestors,omitempty"`
 }
 
 // wireConfig is the JSON a channel is bound with.
 type wireConfig struct {
-	Title   string `json:"title"`
-	Secret  string `json:"secret"`
-	Channel string `json:"channel"` // ChannelKey
+	Title          string   `json:"title"`
+	Secret         string   `json:"secret"`
+	Channel        string   `json:"channel"` // ChannelKey
+	FrameAncestors []string `json:"frame_ancestors" want:"an array of origins"`
 }
 
 // ParseConfig decodes and validates a webchat config; no config (empty or null) is the defaults.
@@ -57,9 +64,14 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	}
 	w, ck := adapter.CheckConfig[wireConfig](raw)
 	if ce := ck.Refusal(); ce != nil && ce.Kind == adapter.ConfigUnknownField {
-		ce.Problem = `unknown field (known: "title", "secret")` // the channel key is ximd's own
+		ce.Problem = `unknown field (known: "title", "secret", "frame_ancestors")` // the channel key is ximd's own
 	}
-	c := Config{Title: DefaultTitle, Secret: w.Secret, Channel: w.Channel}
+	c := Config{Title: DefaultTitle, Secret: w.Secret, Channel: w.Channel, FrameAncestors: w.FrameAncestors}
+	for i, o := range c.FrameAncestors {
+		if !originPattern.MatchString(o) {
+			ck.Fail(fmt.Sprintf("frame_ancestors[%d]", i), "an origin", `must be an origin such as "https://www.example.com" or "http://localhost:3000"`)
+		}
+	}
 	if len(w.Title) > MaxTitleBytes || !utf8.ValidString(w.Title) {
 		ck.Fail("title", "UTF-8 of at most 200 bytes", "must be valid UTF-8 of at most 200 bytes")
 	}
@@ -75,8 +87,11 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	return adapter.Checked(c, ck)
 }
 
+// originPattern is a web origin: scheme, host, optional port, nothing else.
+var originPattern = regexp.MustCompile(`^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$`)
+
 func (c Config) public() publicConfig {
-	p := publicConfig{Title: c.Title, SecretSource: "generated"}
+	p := publicConfig{Title: c.Title, SecretSource: "generated", FrameAncestors: c.FrameAncestors}
 	if c.Secret != "" {
 		p.SecretSource = "configured"
 	}

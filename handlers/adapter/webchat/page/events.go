@@ -57,7 +57,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 	s.start()
 	// The link stays valid only while the channel is open with this secret: a DELETE or a new
 	// secret ends the stream within RevokeCheck.
-	h.serve(ctx, s, ch.ID, pageKey(r))
+	key := pageKey(r)
+	h.serve(ctx, s, ch.ID, func(ctx context.Context) (bool, error) {
+		if key == "" { // a bot's visitor: their conversation's channel is still open
+			cur, ok, err := h.lookup(ctx, ch.ID)
+			return ok && cur.Bot == ch.Bot && cur.OpenedAt == ch.OpenedAt, err
+		}
+		_, valid, err := h.valid(ctx, ch.ID, key)
+		return valid, err
+	})
 }
 
 // itemFeed is an open event stream's source: the channel's items in stream order, from an
@@ -145,7 +153,7 @@ func (s *pageStream) start() {
 // serve writes the stream's items as they come, with a keep-alive comment every Heartbeat,
 // until the request or the gateway ends, the feed ends, a write fails, or the page's link (its
 // secret key) is no longer valid for channel, checked every RevokeCheck.
-func (h *Handler) serve(ctx context.Context, s *pageStream, channel, key string) {
+func (h *Handler) serve(ctx context.Context, s *pageStream, channel string, valid func(context.Context) (bool, error)) {
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	revoke := time.NewTicker(RevokeCheck)
@@ -155,7 +163,7 @@ func (h *Handler) serve(ctx context.Context, s *pageStream, channel, key string)
 		case <-ctx.Done():
 			return
 		case <-revoke.C:
-			if _, valid, err := h.valid(ctx, channel, key); err == nil && !valid {
+			if ok, err := valid(ctx); err == nil && !ok {
 				_, _ = fmt.Fprint(s.w, "event: revoked\ndata: {}\n\n")
 				s.flusher.Flush()
 				h.logger.Info("webchat_stream_revoked", "channel", channel)

@@ -106,6 +106,8 @@ type Handler struct {
 	posted   *prometheus.CounterVec
 	logger   *slog.Logger
 	mux      *http.ServeMux
+	botMux   *http.ServeMux
+	bots     Bots
 	quotas   *quotas
 
 	// life ends every event stream: Close cancels it (a server's Shutdown waits for open
@@ -141,6 +143,7 @@ func New(cfg Config, ch Channels, store *webchat.Store, secrets *Secrets, fs Fil
 		writeError(w, http.StatusNotFound, profile.CodeNotFound, "no route "+r.Method+" "+r.URL.Path)
 	})
 	h.mux = m
+	h.botMux = h.botRoutes()
 	h.life, h.shutdown = context.WithCancel(context.Background())
 	return h
 }
@@ -155,6 +158,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
+	if strings.HasPrefix(r.URL.Path, "/webchat/bots/") {
+		h.botMux.ServeHTTP(w, r)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -188,6 +195,10 @@ func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, adapter.Ch
 	return func(w http.ResponseWriter, r *http.Request) {
 		got := pageKey(r)
 		if got == "" {
+			if ch, ok := h.visitorsChannel(r); ok {
+				next(w, r, ch)
+				return
+			}
 			writeError(w, http.StatusUnauthorized, profile.CodeUnauthorized, "this page needs its link's secret (the #k=… part of the link)")
 			return
 		}
@@ -255,15 +266,24 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, profile.CodeNotFound, "no such page")
 		return
 	}
+	h.render(w, map[string]string{"Channel": id, "Base": "/webchat/" + id}, "'none'")
+}
+
+// render writes the page with data (Channel, Bot, Base: where its assets are) and the origins
+// that may frame it (the CSP's frame-ancestors).
+func (h *Handler) render(w http.ResponseWriter, data map[string]string, frameAncestors string) {
 	var buf bytes.Buffer
-	if err := pageTmpl.Execute(&buf, map[string]string{"Channel": id}); err != nil {
+	if err := pageTmpl.Execute(&buf, data); err != nil {
 		writeError(w, http.StatusInternalServerError, profile.CodeInternal, "page template")
 		return
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors "+frameAncestors)
+	if frameAncestors != "'none'" {
+		hd.Del("X-Frame-Options") // the CSP names who may frame it
+	}
 	_, _ = w.Write(buf.Bytes())
 }
 
@@ -303,14 +323,19 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, ch adapter.Channe
 		tooMany(w, retry, "too many messages from this channel's pages (XIM_WEBCHAT_MESSAGES_PER_MINUTE)")
 		return
 	}
-	status, code, msg := h.accept(w, r, ch)
+	status, code, msg := h.accept(w, r, ch, func(ctx context.Context, m profile.Message) error {
+		_, err := h.outbox.Submit(ctx, ch.ID, m)
+		return err
+	}, nil)
 	if code != "" {
 		h.posted.WithLabelValues(code).Inc()
 		writeError(w, status, code, msg)
 	}
 }
 
-func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Channel) (int, string, string) {
+// accept takes a posted message of channel ch: submit makes it pending for xAgent; extra is added
+// to the 202 answer.
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Channel, submit func(context.Context, profile.Message) error, extra map[string]any) (int, string, string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		return http.StatusRequestEntityTooLarge, profile.CodePacketTooLarge, "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"
@@ -336,7 +361,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 			h.display(ctx, ch.ID, item, pb, nil)
 		}
 		h.posted.WithLabelValues(string(adapter.Duplicate)).Inc()
-		writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id, "id": item, "duplicate": true})
+		writeJSON(w, http.StatusAccepted, with(extra, map[string]any{"message_id": id, "id": item, "duplicate": true}))
 		return 0, "", ""
 	}
 	m := profile.Message{MessageID: id, Text: pb.Text, CreatedAt: time.Now().UnixMilli()}
@@ -359,15 +384,23 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, ch adapter.Chan
 		pe := profile.AsError(err)
 		return http.StatusBadRequest, pe.Code, pe.Message
 	}
-	if _, err := h.outbox.Submit(ctx, ch.ID, m); err != nil {
+	if err := submit(ctx, m); err != nil {
 		h.logger.Error("webchat_message_failed", "channel", ch.ID, "message_id", id, "err", err)
 		return http.StatusServiceUnavailable, profile.CodeUnavailable, "message could not be stored"
 	}
 	h.display(ctx, ch.ID, item, pb, shown)
 	h.posted.WithLabelValues(string(adapter.Accepted)).Inc()
 	h.logger.Info("webchat_message_received", "channel", ch.ID, "message_id", id, "files", len(m.Files))
-	writeJSON(w, http.StatusAccepted, map[string]any{"message_id": id, "id": item})
+	writeJSON(w, http.StatusAccepted, with(extra, map[string]any{"message_id": id, "id": item}))
 	return 0, "", ""
+}
+
+// with is answer with the members of extra added.
+func with(extra, answer map[string]any) map[string]any {
+	for k, v := range extra {
+		answer[k] = v
+	}
+	return answer
 }
 
 // display writes the user's message to the channel's history (best effort: it is already

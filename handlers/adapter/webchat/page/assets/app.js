@@ -3,15 +3,20 @@
 (() => {
   'use strict';
   const $ = (s) => document.querySelector(s);
-  const channel = document.body.dataset.channel;
-  const base = '/webchat/' + encodeURIComponent(channel);
+  // A bot's public page (data-bot) is one visitor's conversation: an HttpOnly visitor cookie
+  // (set by POST /webchat/bots/{bot}/session) admits it, and the visitor's channel is known once
+  // their first message opened it. A channel's page is admitted by its link's secret.
+  const bot = document.body.dataset.bot || '';
+  const botBase = '/webchat/bots/' + encodeURIComponent(bot);
+  let channel = document.body.dataset.channel || '';
+  let base = channel ? '/webchat/' + encodeURIComponent(channel) : '';
   // The link carries the page secret in its fragment (#k=…), which no request sends: the page
   // presents it in a header, and trades it once for an HttpOnly cookie (POST /session) that
   // carries it where a header cannot go (the event stream, images, file links). An old link
   // with ?k= is moved to the fragment.
-  const key = new URLSearchParams(location.hash.slice(1)).get('k') || new URLSearchParams(location.search).get('k') || '';
-  if (new URLSearchParams(location.search).has('k')) history.replaceState(null, '', base + '#k=' + encodeURIComponent(key));
-  const keyHeader = key ? { 'X-Webchat-Key': key } : {};
+  const key = bot ? '' : new URLSearchParams(location.hash.slice(1)).get('k') || new URLSearchParams(location.search).get('k') || '';
+  if (!bot && new URLSearchParams(location.search).has('k')) history.replaceState(null, '', base + '#k=' + encodeURIComponent(key));
+  const keyHeader = bot ? { 'X-Webchat-Visitor': '1' } : key ? { 'X-Webchat-Key': key } : {};
 
   const log = $('#log'), statusLine = $('#status'), conn = $('#conn'), banner = $('#banner');
   const form = $('#composer'), input = $('#input'), sendBtn = $('#send'), fileInput = $('#file'), chips = $('#chips');
@@ -40,8 +45,12 @@
     clearTimeout(retryTimer);
     let res;
     try {
-      res = key ? await fetch(base + '/session', { method: 'POST', headers: keyHeader }) : null;
-      if (!res || res.ok) res = await fetch(base + '/info', { cache: 'no-store', headers: keyHeader });
+      if (bot) {
+        res = await fetch(botBase + '/session', { method: 'POST', headers: keyHeader });
+      } else {
+        res = key ? await fetch(base + '/session', { method: 'POST', headers: keyHeader }) : null;
+        if (!res || res.ok) res = await fetch(base + '/info', { cache: 'no-store', headers: keyHeader });
+      }
     } catch (e) {
       return down('Cannot reach ximd. Retrying…');
     }
@@ -55,11 +64,26 @@
       return;
     }
     if (!res.ok) return down('ximd answered ' + res.status + '. Retrying…');
+    let info = {};
     try {
-      const info = await res.json();
+      info = await res.json();
       if (info.title) { document.title = info.title; $('#title').textContent = info.title; }
     } catch (e) { /* keep the server-rendered title */ }
+    if (bot && info.channel) adopt(info.channel);
+    if (bot && !channel) {
+      // No conversation yet: the first message opens it.
+      setConn('live', 'ready');
+      showBanner('');
+      return;
+    }
     openStream();
+  }
+
+  // adopt makes a bot page follow the visitor's channel, once their conversation has one.
+  function adopt(id) {
+    if (channel === id) return;
+    channel = id;
+    base = '/webchat/' + encodeURIComponent(id);
   }
 
   function down(msg) {
@@ -232,6 +256,7 @@
 
   // --- sending ------------------------------------------------------------------------------
   async function upload(file) {
+    if (!channel) throw new Error('send a first message, then attach files');
     for (let delay = 1000; ; delay = Math.min(delay * 2, 15000)) {
       const body = new FormData();
       body.append('file', file, file.name);
@@ -266,7 +291,7 @@
       note(el, 'sending…');
       let res;
       try {
-        res = await fetch(base + '/messages', {
+        res = await fetch((bot ? botBase : base) + '/messages', {
           method: 'POST',
           headers: Object.assign({ 'Content-Type': 'application/json' }, keyHeader),
           body: JSON.stringify({ client_id: cid, text, file_refs: refs }),
@@ -277,7 +302,21 @@
         await sleep(delay);
         continue;
       }
-      if (res.status === 202) { note(el, ''); return; }
+      if (res.status === 202) {
+        let answer = {};
+        try { answer = await res.json(); } catch (e) { /* a bare 202 */ }
+        if (answer.refused) {
+          el.classList.add('failed');
+          note(el, 'not sent: ' + (answer.message || answer.refused));
+          return;
+        }
+        note(el, '');
+        if (bot && answer.connector_channel_id && channel !== answer.connector_channel_id) {
+          adopt(answer.connector_channel_id);
+          openStream();
+        }
+        return;
+      }
       let msg = 'error ' + res.status;
       try { msg = (await res.json()).message || msg; } catch (e) { /* keep */ }
       if (res.status < 500) {
