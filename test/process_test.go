@@ -37,7 +37,7 @@ func buildXimd(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -25,8 +25,10 @@ type Registry struct {
 	logger *slog.Logger
 
 	mu       sync.RWMutex
-	byID     map[string]adapter.Channel
-	perBot   map[string]int // how many channels each bot opened
+	byID     map[string]entry
+	puts     map[string]struct{} // the ids of the channels PUT (ListPut reads these alone)
+	perBot   map[string]int    // how many channels each bot opened
+	bots     map[string]string // each bot id once, shared by its channels' entries
 	fill     func(adapter.Channel) (adapter.Channel, bool)
 	watchers []func(id string, open bool)
 	// ids is every open channel's id in order as of the last reindex; added and removed hold the
@@ -49,7 +51,7 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("channels: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]adapter.Channel{}, perBot: map[string]int{}, watch: w}
+	r := &Registry{kv: kv, logger: logger, byID: map[string]entry{}, puts: map[string]struct{}{}, perBot: map[string]int{}, bots: map[string]string{}, watch: w}
 	// The initial values end with a nil entry.
 	for {
 		select {
@@ -97,7 +99,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	id := e.Key()
 	open := e.Operation() == jetstream.KeyValuePut
 	r.mu.Lock()
-	cur, had := r.byID[id]
+	cur, had := r.raw(id)
 	if had && cur.Revision >= e.Revision() {
 		r.mu.Unlock()
 		return
@@ -110,10 +112,11 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 			return
 		}
 		ch.Revision = e.Revision()
-		r.byID[id] = ch
+		r.keep(ch)
 		r.changed(cur, had, ch)
 	} else if had {
 		delete(r.byID, id)
+		delete(r.puts, id)
 		r.closed(cur)
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
@@ -136,7 +139,7 @@ func (r *Registry) SetFill(fill func(adapter.Channel) (adapter.Channel, bool)) {
 // Get returns an open channel from memory.
 func (r *Registry) Get(id string) (adapter.Channel, bool) {
 	r.mu.RLock()
-	ch, ok := r.byID[id]
+	ch, ok := r.raw(id)
 	fill := r.fill
 	r.mu.RUnlock()
 	if !ok {
@@ -189,7 +192,7 @@ func (r *Registry) List() []adapter.Channel {
 	r.indexed(func(ids []string) {
 		out = make([]adapter.Channel, 0, len(ids))
 		for _, id := range ids {
-			if ch, ok := r.filled(r.byID[id], r.fill); ok {
+			if ch, ok := r.filled(r.byID[id].channel(id), r.fill); ok {
 				out = append(out, ch)
 			}
 		}
@@ -201,11 +204,9 @@ func (r *Registry) List() []adapter.Channel {
 func (r *Registry) ListPut() []adapter.Channel {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]adapter.Channel, 0, len(r.byID)-r.perBot[""])
-	for _, ch := range r.byID {
-		if ch.Bot == "" {
-			out = append(out, ch)
-		}
+	out := make([]adapter.Channel, 0, len(r.puts))
+	for id := range r.puts {
+		out = append(out, *r.byID[id].put)
 	}
 	slices.SortFunc(out, func(a, b adapter.Channel) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -220,7 +221,7 @@ func (r *Registry) BotChannels(bot string) []string {
 			if !strings.HasPrefix(id, bot+"-") {
 				break
 			}
-			if r.byID[id].Bot == bot {
+			if r.byID[id].bot == bot {
 				out = append(out, id)
 			}
 		}
@@ -252,7 +253,7 @@ func (r *Registry) Page(after string, limit int) (page []adapter.Channel, next s
 		end := min(start+max(limit, 0), len(ids))
 		page = make([]adapter.Channel, 0, end-start)
 		for _, id := range ids[start:end] {
-			if ch, ok := r.filled(r.byID[id], r.fill); ok {
+			if ch, ok := r.filled(r.byID[id].channel(id), r.fill); ok {
 				page = append(page, ch)
 			}
 		}
@@ -388,8 +389,8 @@ func (r *Registry) Put(ctx context.Context, ch adapter.Channel) (adapter.Channel
 func (r *Registry) remember(ch adapter.Channel) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.byID[ch.ID]; !ok || cur.Revision < ch.Revision {
-		r.byID[ch.ID] = ch
+	if cur, ok := r.raw(ch.ID); !ok || cur.Revision < ch.Revision {
+		r.keep(ch)
 		r.changed(cur, ok, ch)
 	}
 }
@@ -441,7 +442,7 @@ func (r *Registry) lookupRaw(ctx context.Context, id string) (adapter.Channel, b
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	ch, ok := r.byID[id]
+	ch, ok := r.raw(id)
 	return ch, ok, nil
 }
 
@@ -489,8 +490,9 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("channels: delete %s: %w", id, err)
 	}
 	r.mu.Lock()
-	if cur, had := r.byID[id]; had {
+	if cur, had := r.raw(id); had {
 		delete(r.byID, id)
+		delete(r.puts, id)
 		r.closed(cur)
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
@@ -511,4 +513,70 @@ func same(a, b adapter.Channel) bool {
 		T adapter.Binding
 	}{b.Connection, b.Target})
 	return string(ja) == string(jb)
+}
+
+// entry is a channel as the registry holds it in memory: a channel PUT whole; a bot's channel in a
+// few words (its connection and target are its bot's, filled in when it is looked up), so that an
+// idle conversation costs little.
+type entry struct {
+	put       *adapter.Channel // a channel PUT; nil for a bot's channel
+	bot       string           // shared by the bot's channels (Registry.bots)
+	convID    string           // shares the id's bytes when the key is the conversation's id
+	thread    string
+	title     string
+	kind      adapter.ConversationKind
+	announced bool
+	openedAt  int64
+	rev       uint64
+}
+
+// keep puts ch into byID (r.mu held for writing).
+func (r *Registry) keep(ch adapter.Channel) {
+	if ch.Bot == "" || ch.Conversation == nil {
+		c := ch
+		r.byID[ch.ID] = entry{put: &c}
+		r.puts[ch.ID] = struct{}{}
+		return
+	}
+	delete(r.puts, ch.ID)
+	bot, ok := r.bots[ch.Bot]
+	if !ok {
+		bot = ch.Bot
+		r.bots[bot] = bot
+	}
+	conv := ch.Conversation
+	e := entry{bot: bot, convID: conv.ID, thread: conv.Thread, title: conv.Title, announced: ch.Announced,
+		openedAt: ch.OpenedAt, rev: ch.Revision}
+	if key, ok := strings.CutPrefix(ch.ID, bot+"-"); ok && key == conv.ID {
+		e.convID = key // the same bytes as the id: stored once
+	}
+	switch conv.Kind { // the constants, not a decoded copy each
+	case adapter.Direct:
+		e.kind = adapter.Direct
+	case adapter.Group:
+		e.kind = adapter.Group
+	case adapter.Thread:
+		e.kind = adapter.Thread
+	default:
+		e.kind = conv.Kind
+	}
+	r.byID[ch.ID] = e
+}
+
+// raw is the channel of id as stored, not filled (r.mu held).
+func (r *Registry) raw(id string) (adapter.Channel, bool) {
+	e, ok := r.byID[id]
+	if !ok {
+		return adapter.Channel{}, false
+	}
+	return e.channel(id), true
+}
+
+// channel is the stored record of the entry of id.
+func (e entry) channel(id string) adapter.Channel {
+	if e.put != nil {
+		return *e.put
+	}
+	return adapter.Channel{ID: id, OpenedAt: e.openedAt, Bot: e.bot, Announced: e.announced, Revision: e.rev,
+		Conversation: &adapter.Conversation{Kind: e.kind, ID: e.convID, Thread: e.thread, Title: e.title}}
 }

@@ -185,10 +185,10 @@ func TestPage_Bounds(t *testing.T) {
 
 // filled is a registry holding n channels in memory, as after the initial load of a bucket of n.
 func filled(n int) *Registry {
-	r := &Registry{byID: make(map[string]adapter.Channel, n)}
+	r := &Registry{byID: make(map[string]entry, n), puts: map[string]struct{}{}, perBot: map[string]int{}, bots: map[string]string{}}
 	for i := range n {
 		ch := webhookChannel(fmt.Sprintf("cch_%06d", (i*7919)%n))
-		r.byID[ch.ID] = ch
+		r.keep(ch)
 		r.added = append(r.added, ch.ID)
 	}
 	r.reindex()
@@ -214,7 +214,7 @@ func BenchmarkRegistryListing(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			r.mu.Lock() // a channel in the middle opens, then closes again
 			if i%2 == 0 {
-				r.byID[extra.ID] = extra
+				r.keep(extra)
 				r.added = append(r.added, extra.ID)
 			} else {
 				delete(r.byID, extra.ID)
@@ -248,7 +248,8 @@ func BenchmarkRegistryListing(b *testing.B) {
 func listSortedPerCall(r *Registry) []adapter.Channel {
 	r.mu.RLock()
 	out := make([]adapter.Channel, 0, len(r.byID))
-	for _, ch := range r.byID {
+	for id, e := range r.byID {
+		ch := e.channel(id)
 		out = append(out, ch)
 	}
 	r.mu.RUnlock()
@@ -259,15 +260,16 @@ func listSortedPerCall(r *Registry) []adapter.Channel {
 // A process that never lists keeps its pending index changes bounded, and a later listing is
 // still right.
 func TestIndex_ChangesStayBoundedWithoutListing(t *testing.T) {
-	r := &Registry{byID: map[string]adapter.Channel{}, perBot: map[string]int{}}
+	r := &Registry{byID: map[string]entry{}, puts: map[string]struct{}{}, perBot: map[string]int{}, bots: map[string]string{}}
 	for i := range 5000 {
 		id := fmt.Sprintf("c%05d", i%3000)
-		if ch, open := r.byID[id]; open {
+		if e, open := r.byID[id]; open {
 			delete(r.byID, id)
-			r.closed(ch)
+			delete(r.puts, id)
+			r.closed(e.channel(id))
 		} else {
-			r.byID[id] = webhookChannel(id)
-			r.opened(r.byID[id])
+			r.keep(webhookChannel(id))
+			r.opened(webhookChannel(id))
 		}
 		if n := len(r.added) + len(r.removed); n > max(len(r.ids), 1024) {
 			t.Fatalf("after %d changes: %d pending for %d indexed ids", i+1, n, len(r.ids))
