@@ -80,11 +80,12 @@ type Options struct {
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *app]
 	window time.Duration // Options.SignatureWindow
+	events *recentEvents // the events a bot's route handled, by app and event_id
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), events: newRecentEvents(recentEventsKept)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -96,7 +97,7 @@ func (a *Adapter) open(c *config) (adapter.Target, error) {
 func (a *Adapter) app(c *config) *app {
 	return a.Accounts.Get(c.appKey(), func() *app {
 		return &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.HTTPClient,
-			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}}
+			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}, titles: map[string]string{}}
 	})
 }
 
