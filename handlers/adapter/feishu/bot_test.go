@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -249,5 +250,35 @@ func TestBot_ProbeChecksTheAppAndItsBot(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Code != profile.CodeTargetConfigInvalid || strings.Contains(pe.Message, "secret-4d1") {
 			t.Errorf("%s: %v, want target_config_invalid without the secret", c.name, err)
 		}
+	}
+}
+
+// The channel route writes every mention as "@" and the name (it does not know the bot's
+// open_id, so the bot's mention is a name too): no "@_user_N" reaches xAgent.
+func TestChannel_MentionsWrittenAsNames(t *testing.T) {
+	fake := feishutest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	app := fake.AddApp("cli_channel_mentions", "cm-secret", "ximd bot")
+	ann, bob := fake.AddUser("Ann"), fake.AddUser("Bob")
+	group := fake.AddChat("group", "Team", ann, bob)
+	files := adaptertest.NewFiles()
+	a := feishu.New(feishu.Options{Common: adapter.Common{Files: files}})
+	ch := adapter.Channel{ID: "fs_team", Target: adapter.Binding{Adapter: feishu.Name,
+		Config: config(t, fake.URL(), app, group, map[string]any{"verification_token": botToken})}, OpenedAt: time.Now().UnixMilli()}
+	feed := adaptertest.NewFeed(files, ch)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{channel}/{path}", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.Receive(w, r, ch, feed); err != nil {
+			http.Error(w, profile.AsError(err).Code, http.StatusServiceUnavailable)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	fake.SetEventURL(app.ID, srv.URL+"/fs_team/events", botToken, "")
+	fake.PostMentioning(group, ann, "@_user_1 ping @_user_2", app.BotOpenID, bob.OpenID)
+	eventually(t, "the message", func() bool { return len(feed.InboxOf(ch.ID).Messages()) == 1 })
+	if got := feed.InboxOf(ch.ID).Messages()[0].Text; got != "@ximd bot ping @Bob" {
+		t.Fatalf("text %q", got)
 	}
 }
