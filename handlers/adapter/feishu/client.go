@@ -47,10 +47,12 @@ type app struct {
 	expires time.Time
 	margin  time.Duration // fetched again this long before expiry
 
-	mu    sync.Mutex
-	until map[string]time.Time // chat or "" (the app) -> no call before
-	next  map[string]time.Time // chat -> the next send within its pace
-	seq   map[string]int       // card id -> last sequence used
+	mu     sync.Mutex
+	until  map[string]time.Time // chat or "" (the app) -> no call before
+	next   map[string]time.Time // chat -> the next send within its pace
+	seq    map[string]int       // card id -> last sequence used
+	self   string               // the app's bot's open_id, once known (bot info)
+	titles map[string]string    // chat id -> its name, for the groups bots open channels for
 }
 
 // answer is the open platform's answer envelope.
@@ -58,6 +60,7 @@ type answer struct {
 	Code int             `json:"code"`
 	Msg  string          `json:"msg"`
 	Data json.RawMessage `json:"data"`
+	Bot  json.RawMessage `json:"bot"` // GET /open-apis/bot/v3/info answers its result here
 }
 
 // callInfo is what the HTTP client saw of one call.
@@ -108,6 +111,8 @@ type request struct {
 	chat         string // the chat it concerns ("": the app's)
 	json         any
 	form         func(*multipart.Writer) error
+	// bot: the result is the answer's "bot" member, not "data" (GET /open-apis/bot/v3/info).
+	bot bool
 }
 
 // do makes one call and decodes its data into out. While a rate limit's reset runs for the chat
@@ -134,8 +139,12 @@ func (a *app) do(ctx context.Context, r request, out any) error {
 		}
 		switch {
 		case ans.Code == codeOK && status < 300:
-			if out != nil && len(ans.Data) > 0 {
-				if err := json.Unmarshal(ans.Data, out); err != nil {
+			data := ans.Data
+			if r.bot {
+				data = ans.Bot
+			}
+			if out != nil && len(data) > 0 {
+				if err := json.Unmarshal(data, out); err != nil {
 					return profile.Errorf(profile.CodeTargetUnavailable, "feishu %s: unreadable data", r.path)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,11 +63,13 @@ type callback struct {
 			SenderType string `json:"sender_type"`
 		} `json:"sender"`
 		Message struct {
-			MessageID   string `json:"message_id"`
-			ChatID      string `json:"chat_id"`
-			MessageType string `json:"message_type"`
-			Content     string `json:"content"`
-			CreateTime  string `json:"create_time"`
+			MessageID   string    `json:"message_id"`
+			ChatID      string    `json:"chat_id"`
+			ChatType    string    `json:"chat_type"`
+			MessageType string    `json:"message_type"`
+			Content     string    `json:"content"`
+			CreateTime  string    `json:"create_time"`
+			Mentions    []mention `json:"mentions"`
 		} `json:"message"`
 	} `json:"event"`
 }
@@ -82,55 +85,86 @@ func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Cha
 	if err != nil {
 		return "", err
 	}
+	cb, answered, err := a.openEvent(w, r, c, body)
+	if err != nil || answered != "" {
+		return answered, err
+	}
+	outcome := adapter.Ignored
+	if cb.Header.EventType == eventMessage && cb.Event.Sender.SenderType == senderUser {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), eventTimeout)
+		defer cancel()
+		if outcome, err = a.toChannels(ctx, c, cb, in, "", a.channelsOf(in.Channels(), c.appKey(), cb.Event.Message.ChatID)); err != nil {
+			return "", err
+		}
+	}
+	writeJSON(w, map[string]string{})
+	return outcome, nil
+}
+
+// Event calls' facts: the message event, and the sender type of a person.
+const (
+	eventMessage = "im.message.receive_v1"
+	senderUser   = "user"
+	// challenged is the outcome of a URL verification.
+	challenged adapter.Received = "challenge"
+)
+
+// openEvent checks and opens an event call to a route with config c: the body decrypted (with
+// an encrypt_key, which Feishu then uses for everything), the URL verification answered with
+// its challenge (answered is then "challenge"), or the event's signature (with an encrypt_key)
+// or verification token checked. A call that fails a check is errRefused.
+func (a *Adapter) openEvent(w http.ResponseWriter, r *http.Request, c *config, body []byte) (cb callback, answered adapter.Received, err error) {
 	plain := body
 	var sealed struct {
 		Encrypt string `json:"encrypt"`
 	}
 	if json.Unmarshal(body, &sealed) == nil && sealed.Encrypt != "" {
 		if c.encryptKey == "" {
-			return "", errRefused
+			return cb, "", errRefused
 		}
 		if plain, err = decrypt(c.encryptKey, sealed.Encrypt); err != nil {
-			return "", errRefused
+			return cb, "", errRefused
 		}
 	} else if c.encryptKey != "" {
-		return "", errRefused // Feishu encrypts everything once a key is set
+		return cb, "", errRefused // Feishu encrypts everything once a key is set
 	}
-	var cb callback
 	if err := json.Unmarshal(plain, &cb); err != nil {
-		return "", profile.Errorf(profile.CodeBadRequest, "not a Feishu event: %v", err)
+		return cb, "", profile.Errorf(profile.CodeBadRequest, "not a Feishu event: %v", err)
 	}
 	if cb.Type == "url_verification" {
 		if c.verificationToken != "" && !equal(cb.Token, c.verificationToken) {
-			return "", errRefused
+			return cb, "", errRefused
 		}
 		writeJSON(w, map[string]string{"challenge": cb.Challenge})
-		return "challenge", nil
+		return cb, challenged, nil
 	}
 	switch {
 	case c.encryptKey != "":
 		if !a.signed(r, body, c.encryptKey) {
-			return "", errRefused
+			return cb, "", errRefused
 		}
 	case !equal(cb.Header.Token, c.verificationToken):
-		return "", errRefused
+		return cb, "", errRefused
 	}
+	return cb, "", nil
+}
+
+// toChannels submits a person's message event to each of the channels PUT for its chat that
+// existed when it was written (self: the app's bot's open_id, whose mention is removed; "":
+// unknown). A failure is unavailable: the event is not stored, and Feishu sends it again.
+func (a *Adapter) toChannels(ctx context.Context, c *config, cb callback, in adapter.Inboxes, self string, chans []adapter.Channel) (adapter.Received, error) {
 	outcome := adapter.Ignored
-	if cb.Header.EventType == "im.message.receive_v1" && cb.Event.Sender.SenderType == "user" {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), eventTimeout)
-		defer cancel()
-		msg := cb.Event.Message
-		for _, bound := range a.channelsOf(in.Channels(), c.appKey(), msg.ChatID) {
-			if created, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil && bound.Predates(created) {
-				continue
-			}
-			if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID)); err != nil {
-				a.Logger.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
-				return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Feishu sends it again")
-			}
+	msg := cb.Event.Message
+	for _, bound := range chans {
+		if created, err := strconv.ParseInt(msg.CreateTime, 10, 64); err == nil && bound.Predates(created) {
+			continue
+		}
+		var err error
+		if outcome, err = a.receive(ctx, c, cb, bound.ID, in.Inbox(bound.ID), self); err != nil {
+			a.Logger.Warn("feishu_event_failed", "channel", bound.ID, "event_id", cb.Header.EventID, "err", err)
+			return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Feishu sends it again")
 		}
 	}
-	writeJSON(w, map[string]string{})
 	return outcome, nil
 }
 
@@ -191,8 +225,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // receive submits the user message of one message event: [adapter.Accepted], or [adapter.Duplicate] when it was
-// submitted already. A message the profile refuses is logged and skipped.
-func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel string, in adapter.Inbox) (adapter.Received, error) {
+// submitted already. A message the profile refuses is logged and skipped. The mention of self
+// (the app's bot's open_id, "" when unknown) is removed from its text, and every other mention
+// is written as "@" and the name.
+func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel string, in adapter.Inbox, self string) (adapter.Received, error) {
 	fm := cb.Event.Message
 	msgID := MessageIDOf(fm.MessageID)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
@@ -203,23 +239,21 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 		m.CreatedAt = created
 	}
 	var content struct {
-		Text     string `json:"text"`
-		ImageKey string `json:"image_key"`
-		FileKey  string `json:"file_key"`
-		FileName string `json:"file_name"`
-		Title    string `json:"title"`
-		Content  [][]struct {
-			Tag  string `json:"tag"`
-			Text string `json:"text"`
-		} `json:"content"`
+		Text     string      `json:"text"`
+		ImageKey string      `json:"image_key"`
+		FileKey  string      `json:"file_key"`
+		FileName string      `json:"file_name"`
+		Title    string      `json:"title"`
+		Content  [][]postRun `json:"content"`
 	}
 	_ = json.Unmarshal([]byte(fm.Content), &content)
+	names := mentionNames(fm.Mentions, self)
 	var file *inFile
 	switch fm.MessageType {
 	case "text":
-		m.Text = content.Text
+		m.Text = names.text(content.Text)
 	case "post":
-		m.Text = postText(content.Title, content.Content)
+		m.Text = postText(content.Title, content.Content, names)
 	case "image":
 		file = &inFile{key: content.ImageKey, typ: "image", resource: "image", name: "image_" + content.ImageKey + ".png"}
 	case "file", "audio", "media":
@@ -252,11 +286,18 @@ func (a *Adapter) fetch(ctx context.Context, c *config, messageID string, f inFi
 	return in.PutFile(ctx, adapter.StoredFile{Type: f.typ, Filename: f.name, MimeType: mime}, body)
 }
 
-// postText is the plain text of a rich-text (post) message: its title and its text runs.
-func postText(title string, lines [][]struct {
-	Tag  string `json:"tag"`
-	Text string `json:"text"`
-}) string {
+// postRun is one element of a rich-text (post) message's line: a text run, or a mention
+// ("at", user_id its key "@_user_N").
+type postRun struct {
+	Tag      string `json:"tag"`
+	Text     string `json:"text"`
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name"`
+}
+
+// postText is the plain text of a rich-text (post) message: its title, its text runs and its
+// mentions as names (the bot's own removed).
+func postText(title string, lines [][]postRun, names mentions) string {
 	var b strings.Builder
 	b.WriteString(title)
 	for _, line := range lines {
@@ -264,10 +305,84 @@ func postText(title string, lines [][]struct {
 			b.WriteByte('\n')
 		}
 		for _, run := range line {
-			b.WriteString(run.Text)
+			switch {
+			case run.Tag == "at" && names.known(run.UserID):
+				b.WriteString(names.text(run.UserID))
+			case run.Tag == "at" && run.UserName != "":
+				b.WriteString("@" + run.UserName)
+			default:
+				b.WriteString(run.Text)
+			}
 		}
 	}
+	if names.self {
+		return strings.TrimSpace(b.String())
+	}
 	return b.String()
+}
+
+// mention is one entry of an event message's mentions ("Receive message": key, id, name).
+type mention struct {
+	Key string `json:"key"`
+	ID  struct {
+		OpenID string `json:"open_id"`
+	} `json:"id"`
+	Name string `json:"name"`
+}
+
+// mentions rewrites the mention keys ("@_user_N") in a message's text: the bot's own removed,
+// every other one written as "@" and the name.
+type mentions struct {
+	r    *strings.Replacer
+	keys map[string]bool
+	self bool // the message mentions the bot
+}
+
+// mentionNames are the rewrites of a message's mentions, self being the bot's open_id ("":
+// unknown, every mention written as a name).
+func mentionNames(ms []mention, self string) mentions {
+	n := mentions{keys: map[string]bool{}}
+	var pairs [][2]string
+	for _, m := range ms {
+		if m.Key == "" {
+			continue
+		}
+		n.keys[m.Key] = true
+		switch {
+		case self != "" && m.ID.OpenID == self:
+			n.self = true
+			pairs = append(pairs, [2]string{m.Key + " ", ""}, [2]string{m.Key, ""})
+		case m.Name != "":
+			pairs = append(pairs, [2]string{m.Key, "@" + m.Name})
+		}
+	}
+	if len(pairs) == 0 {
+		return n
+	}
+	// "@_user_1" is a prefix of "@_user_10", and a Replacer tries its pairs in order: the longer
+	// keys first.
+	slices.SortStableFunc(pairs, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
+	flat := make([]string, 0, 2*len(pairs))
+	for _, p := range pairs {
+		flat = append(flat, p[0], p[1])
+	}
+	n.r = strings.NewReplacer(flat...)
+	return n
+}
+
+// known reports whether key is one of the message's mentions.
+func (n mentions) known(key string) bool { return n.keys[key] }
+
+// text is s with the mentions rewritten (and trimmed when the bot's mention was removed).
+func (n mentions) text(s string) string {
+	if n.r == nil {
+		return s
+	}
+	s = n.r.Replace(s)
+	if n.self {
+		s = strings.TrimSpace(s)
+	}
+	return s
 }
 
 func orName(name, fallback string) string {

@@ -1,5 +1,5 @@
 // Package feishu is the `feishu` target adapter (edge-api §7.2.3): a channel bound to one
-// Feishu/Lark chat through a custom app's bot.
+// Feishu/Lark chat through a custom app's bot, or a bot bound to the whole app.
 //
 // Out: a streamed answer is one CardKit card in streaming mode whose markdown element is
 // updated with the whole text and a strictly increasing sequence (Feishu animates the new part
@@ -15,6 +15,16 @@
 // becoming a user message of the channel of its chat, its image or file copied in through the
 // message resource API. The message_id is derived from Feishu's message id, so an event
 // delivered again is a duplicate.
+//
+// Bots (edge-api §4.1, bot.go): a bot binds the app (a config without chat_id, with encrypt_key
+// or verification_token) and its events come to POST /v1/targets/feishu/bots/{bot_id}/events,
+// checked and opened as the channel route's, an event_id handled already ignored. A p2p chat is
+// a direct conversation, a group chat a group, keyed by the chat_id; a message mentions the bot
+// when the bot's open_id (GET /open-apis/bot/v3/info, fetched once per app) is among its
+// mentions, and that @_user_N is removed from the text (other people's written as their names);
+// a sender that is not a person (sender_type other than "user") is a bot, never passed on. A chat
+// a channel PUT of the same app binds gets its messages on that channel. The PUT's probe fetches
+// the tenant access token and the bot's information.
 //
 // The official Go SDK (github.com/larksuite/oapi-sdk-go) is not available from the module
 // proxy here, so the client is a small typed one on net/http (client.go): the tenant access
@@ -80,11 +90,12 @@ type Options struct {
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *app]
 	window time.Duration // Options.SignatureWindow
+	events *recentEvents // the events a bot's route handled, by app and event_id
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), events: newRecentEvents(recentEventsKept)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -96,7 +107,7 @@ func (a *Adapter) open(c *config) (adapter.Target, error) {
 func (a *Adapter) app(c *config) *app {
 	return a.Accounts.Get(c.appKey(), func() *app {
 		return &app{base: c.baseURL, id: c.appID, secret: c.appSecret, http: a.HTTPClient,
-			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}}
+			until: map[string]time.Time{}, next: map[string]time.Time{}, seq: map[string]int{}, titles: map[string]string{}}
 	})
 }
 

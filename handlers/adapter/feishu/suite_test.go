@@ -3,7 +3,9 @@ package feishu_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/feishu"
 	"github.com/ximd/ximd/handlers/adapter/feishu/feishutest"
+	"github.com/ximd/ximd/profile"
 )
 
 // unlimited turns the fake's rate limits off, for tests that are not about them.
@@ -84,4 +87,87 @@ func seen(fake *feishutest.Server, chat string) []adaptertest.Seen {
 		out = append(out, s)
 	}
 	return out
+}
+
+// The universal suite's bot cases (edge-api §4.1) against the open-platform fake: each bot is an
+// app of its own whose event subscription points at a local route serving its ReceiveBot; its
+// conversations are p2p chats of new people and a group of two with another app's bot in it.
+func TestFeishu_BotSuite(t *testing.T) {
+	fake := feishutest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	files := adaptertest.NewFiles()
+	a := feishu.New(feishu.Options{Common: adapter.Common{Files: files}})
+	other := fake.AddApp("cli_other_bot", "other-secret", "another bot")
+	n := 0
+	adaptertest.RunBots(t, adaptertest.Setup{Adapter: a, Files: files}, func(t *testing.T) adaptertest.BotSetup {
+		n++
+		app := fake.AddApp(fmt.Sprintf("cli_bot%d", n), "bot-secret", "ximd bot")
+		t.Cleanup(func() { fake.SetEventURL(app.ID, "", "", "") })
+		const token, key = "suite-verification-token", "suite-encrypt-key"
+		cfg, _ := json.Marshal(map[string]any{"app_id": app.ID, "app_secret": app.Secret, "base_url": fake.URL(),
+			"verification_token": token, "encrypt_key": key})
+		post := func(chat string, from feishutest.User) func(t *testing.T, text string, mention bool) string {
+			return func(t *testing.T, text string, mention bool) string {
+				if mention {
+					id, _ := fake.PostMentioning(chat, from, "@_user_1 "+text, app.BotOpenID)
+					return id
+				}
+				id, _ := fake.Post(chat, from, text)
+				return id
+			}
+		}
+		return adaptertest.BotSetup{
+			Config: cfg,
+			Direct: func(t *testing.T) adaptertest.BotChat {
+				person := fake.AddUser("Dana")
+				chat := fake.AddChat("p2p", "", person)
+				return adaptertest.BotChat{Kind: adapter.Direct, Author: person.OpenID, Post: post(chat, person),
+					Messages: func(t *testing.T) []adaptertest.Seen { return seenOf(fake, chat, app.ID) }}
+			},
+			Group: func(t *testing.T) adaptertest.BotChat {
+				ann, bob := fake.AddUser("Ann"), fake.AddUser("Bob")
+				chat := fake.AddChat("group", "Team", ann, bob)
+				return adaptertest.BotChat{Kind: adapter.Group, Author: ann.OpenID, Post: post(chat, ann),
+					PostAsBot: func(t *testing.T, text string) { fake.PostAsBot(chat, other.ID, text) },
+					Messages:  func(t *testing.T) []adaptertest.Seen { return seenOf(fake, chat, app.ID) }}
+			},
+			Listen: func(t *testing.T, bot adapter.Bot, feed *adaptertest.Feed) {
+				fake.SetEventURL(app.ID, listenBot(t, a, bot, feed), token, key)
+			},
+		}
+	})
+}
+
+// seenOf is what a chat shows of one app's bot, oldest first.
+func seenOf(fake *feishutest.Server, chat, appID string) []adaptertest.Seen {
+	var out []adaptertest.Seen
+	for _, s := range seen(fake, chat) {
+		for _, m := range fake.Messages(chat) {
+			if m.ID == s.ID && m.Sender == appID {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// listenBot serves a's ReceiveBot for bot with feed at a local route, as the gateway does
+// (a refusal answered with its code's HTTP status), and returns the route's URL: the app's
+// request URL.
+func listenBot(t *testing.T, a *feishu.Adapter, bot adapter.Bot, feed adapter.Inboxes) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /bots/{bot}/{path}", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.ReceiveBot(w, r, bot, feed); err != nil {
+			pe, status := profile.AsError(err), http.StatusInternalServerError
+			if info, ok := profile.Lookup(pe.Code); ok && info.HTTPStatus != 0 {
+				status = info.HTTPStatus
+			}
+			http.Error(w, pe.Code, status)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/bots/" + bot.ID + "/events"
 }

@@ -50,3 +50,14 @@ func (s *Server) issueToken(q *request) (any, *apiError) {
 	s.tokens[t.token] = t
 	return tokenAnswer{token: t.token, expire: int(s.tokenTTL / time.Second)}, nil
 }
+
+// botInfo answers "Get bot information" (open.feishu.cn/document/ukTMukTMukTM/uAjMxEjLwITMx4CMyETM,
+// GET /open-apis/bot/v3/info with a tenant_access_token, no scope needed): {"code":0,"msg":"ok",
+// "bot":{activate_status, app_name, avatar_url, ip_white_list, open_id}} with no data object.
+// The fake's apps are all installed and enabled (activate_status 2, "租户启用").
+func (s *Server) botInfo(q *request) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return wireBotData{ActivateStatus: 2, AppName: q.app.botName, IPWhiteList: []string{},
+		AvatarURL: "https://s1-imfile.feishucdn.com/static-resource/v1/" + q.app.ID, OpenID: q.app.BotOpenID}, nil
+}

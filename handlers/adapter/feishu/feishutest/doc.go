@@ -24,16 +24,18 @@
 //     {"code":0,"msg":"ok","tenant_access_token":"t-…","expire":7200}.
 //   - Every endpoint but the token endpoint needs "Authorization: Bearer t-…"; a missing,
 //     malformed, unknown or expired token answers 99991661, 99991671 or 99991663.
-//   - Endpoints: tenant_access_token/internal; im/v1 messages (send, reply, resources), chats
-//     (get), images and files (upload); cardkit/v1 cards (create, full update, settings,
-//     element content). Other paths answer 404 with code 99991201.
+//   - Endpoints: tenant_access_token/internal; bot/v3 info; im/v1 messages (send, reply,
+//     resources), chats (get), images and files (upload); cardkit/v1 cards (create, full update,
+//     settings, element content). Other paths answer 404 with code 99991201.
 //   - Rate limits ([Limits]): per app and API (HTTP 429, 99991400 with the
 //     x-ogw-ratelimit-limit and x-ogw-ratelimit-reset headers), per card entity (likewise), and
 //     per chat (HTTP 400, 230020). While a reset the fake gave runs, calls under that limit get
 //     429 too and are recorded as [Call.Early].
 //   - Events are POSTed as Feishu does: encrypted (AES-256-CBC) and signed (X-Lark-Signature)
 //     when the app has an Encrypt Key, and retried unless answered HTTP 200 in time
-//     ([EventRetry]).
+//     ([EventRetry]); a person's message may mention people and bots
+//     ([Server.PostMentioning]), and [Server.PostAsBot] delivers another bot's message, which
+//     Feishu does not document, to test that it is never passed on.
 //   - Time: token expiry, uuid deduplication, rate limits, card expiry and streaming timeout
 //     follow the clock of [Server.SetClock]; [Server.Hang] and event delivery use real time.
 //

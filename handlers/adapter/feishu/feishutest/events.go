@@ -84,13 +84,24 @@ func (s *Server) SetEventURL(appID, url, verificationToken, encryptKey string) {
 // chat.
 func (s *Server) Post(chatID string, from User, text string) (messageID, eventID string) {
 	content, _ := json.Marshal(map[string]string{"text": text}) // strings always encode
-	return s.postPerson(chatID, from, "Post", "text", string(content), text, nil, "")
+	return s.postPerson(chatID, from, "Post", "text", string(content), nil, "", nil)
+}
+
+// PostMentioning is Post of a text that mentions people or bots: mentioned are their open_ids
+// (a person's, or an app's BotOpenID), and text holds "@_user_1" where the first is mentioned,
+// "@_user_2" for the second, and so on, as Feishu writes a mention in a received text
+// ("Receive message": content {"text":"@_user_1 hello"}, and message.mentions with each
+// one's key, id and name; a bot's id has only its open_id). It panics on an unknown chat or
+// open_id.
+func (s *Server) PostMentioning(chatID string, from User, text string, mentioned ...string) (messageID, eventID string) {
+	content, _ := json.Marshal(map[string]string{"text": text})
+	return s.postPerson(chatID, from, "PostMentioning", "text", string(content), nil, "", mentioned)
 }
 
 // PostReply is Post replying to a message of the chat.
 func (s *Server) PostReply(chatID string, from User, text, parentID string) (messageID, eventID string) {
 	content, _ := json.Marshal(map[string]string{"text": text})
-	return s.postPerson(chatID, from, "PostReply", "text", string(content), text, nil, parentID)
+	return s.postPerson(chatID, from, "PostReply", "text", string(content), nil, parentID, nil)
 }
 
 // PostFile makes a person send an image (kind "image") or a file (kind "file") named name.
@@ -114,11 +125,34 @@ func (s *Server) PostFile(chatID string, from User, kind, name string, data []by
 	default:
 		panic(fmt.Sprintf("feishutest: PostFile: unknown kind %q", kind))
 	}
-	return s.postPerson(chatID, from, "PostFile", kind, string(content), "", f, "")
+	return s.postPerson(chatID, from, "PostFile", kind, string(content), f, "", nil)
+}
+
+// PostAsBot makes an app's bot write a text message in a chat (as "Send message" does) and
+// delivers it to every other app whose bot is in the chat and that has an event URL, with
+// sender.sender_type "app" and the writing bot's open_id as sender_id.open_id. Feishu's
+// "Receive message" page says sender_type "currently only supports messages sent by users"
+// (目前只支持用户(user)发送的消息): this is not documented delivery but a test's way to prove
+// that a message of another bot, should one arrive, is never passed on. It returns the message
+// id and the first event id. It panics on an unknown chat or an app whose bot is not in it.
+func (s *Server) PostAsBot(chatID, appID, text string) (messageID, eventID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.mustChat(chatID, "PostAsBot")
+	writer := s.apps[appID]
+	if writer == nil || !ch.hasBot(appID) {
+		panic(fmt.Sprintf("feishutest: PostAsBot: no bot of app %q in chat %q", appID, chatID))
+	}
+	now := s.Now()
+	content, _ := json.Marshal(map[string]string{"text": text})
+	m := &message{msgType: "text", content: string(content), text: text}
+	s.addBotMessageLocked(writer, ch, m, "", now)
+	sender := wireEventSender{SenderID: wireUserID{OpenID: writer.BotOpenID}, SenderType: "app", TenantKey: s.tenantKey}
+	return m.id, s.deliverMessageLocked(ch, m, sender, appID, now)
 }
 
 // postPerson adds a person's message to a chat and starts its events.
-func (s *Server) postPerson(chatID string, from User, helper, msgType, content, text string, f *storedFile, parentID string) (string, string) {
+func (s *Server) postPerson(chatID string, from User, helper, msgType, content string, f *storedFile, parentID string, mentioned []string) (string, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch := s.mustChat(chatID, helper)
@@ -127,8 +161,14 @@ func (s *Server) postPerson(chatID string, from User, helper, msgType, content, 
 		s.users[from.OpenID] = &u
 	}
 	now := s.Now()
+	text := ""
+	if msgType == "text" {
+		var c struct{ Text string }
+		_ = json.Unmarshal([]byte(content), &c)
+		text = c.Text
+	}
 	m := &message{id: "om_" + randHex(32), chatID: ch.id, fromUser: from.OpenID, msgType: msgType,
-		content: content, text: text, file: f, at: now}
+		content: content, text: text, file: f, at: now, mentions: s.mentionsLocked(helper, mentioned)}
 	if parentID != "" {
 		p := s.msgs[parentID]
 		if p == nil || p.chatID != ch.id {
@@ -144,38 +184,76 @@ func (s *Server) postPerson(chatID string, from User, helper, msgType, content, 
 	if f != nil {
 		s.files[f.key] = f
 	}
+	sender := wireEventSender{
+		SenderID:   wireUserID{UnionID: from.UnionID, UserID: from.UserID, OpenID: from.OpenID},
+		SenderType: "user", TenantKey: s.tenantKey,
+	}
+	return m.id, s.deliverMessageLocked(ch, m, sender, "", now)
+}
+
+// mentionsLocked is message.mentions of a message mentioning open_ids, keyed "@_user_1",
+// "@_user_2", ... in order: a person with their ids and name, a bot with its open_id and its
+// app's bot name. s.mu is held.
+func (s *Server) mentionsLocked(helper string, openIDs []string) []wireMention {
+	var out []wireMention
+	for i, id := range openIDs {
+		m := wireMention{Key: fmt.Sprintf("@_user_%d", i+1), TenantKey: s.tenantKey}
+		if u := s.users[id]; u != nil {
+			m.ID, m.Name = wireUserID{UnionID: u.UnionID, UserID: u.UserID, OpenID: u.OpenID}, u.Name
+		} else if a := s.appOfBotLocked(id); a != nil {
+			m.ID, m.Name = wireUserID{OpenID: a.BotOpenID}, a.botName
+		} else {
+			panic(fmt.Sprintf("feishutest: %s: nobody has open_id %q", helper, id))
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// appOfBotLocked is the app whose bot has an open_id, or nil. s.mu is held.
+func (s *Server) appOfBotLocked(openID string) *appState {
+	for _, a := range s.apps {
+		if a.BotOpenID == openID {
+			return a
+		}
+	}
+	return nil
+}
+
+// deliverMessageLocked starts the events of a message in a chat for every app (but the one
+// that wrote it) whose bot is in the chat and that has an event URL, and returns the first
+// event's id. s.mu is held.
+func (s *Server) deliverMessageLocked(ch *chatState, m *message, sender wireEventSender, writer string, now time.Time) string {
 	first := ""
 	for _, appID := range s.appOrder {
 		a := s.apps[appID]
-		if !ch.hasBot(appID) || a.hook.url == "" {
+		if appID == writer || !ch.hasBot(appID) || a.hook.url == "" {
 			continue
 		}
-		ev := s.newEventLocked(a, ch, m, from, now)
+		ev := s.newEventLocked(a, ch, m, sender, now)
 		if first == "" {
 			first = ev.id
 		}
 		s.startDeliveryLocked(ev)
 	}
-	return m.id, first
+	return first
 }
 
-// newEventLocked builds the im.message.receive_v1 event of a person's message for an app
-// ("Receive message": schema 2.0; create_time in milliseconds). s.mu is held.
-func (s *Server) newEventLocked(a *appState, ch *chatState, m *message, from User, now time.Time) *eventState {
+// newEventLocked builds the im.message.receive_v1 event of a message for an app ("Receive
+// message": schema 2.0; create_time in milliseconds; mentions as the message has them).
+// s.mu is held.
+func (s *Server) newEventLocked(a *appState, ch *chatState, m *message, sender wireEventSender, now time.Time) *eventState {
 	ev := &eventState{id: randHex(32), appID: a.ID, messageID: m.id}
 	ev.wire = wireEvent{
 		Schema: "2.0",
 		Header: wireEventHeader{EventID: ev.id, EventType: eventTypeReceive, CreateTime: millis(now),
 			Token: a.hook.token, AppID: a.ID, TenantKey: s.tenantKey},
 		Event: wireReceive{
-			Sender: wireEventSender{
-				SenderID:   wireUserID{UnionID: from.UnionID, UserID: from.UserID, OpenID: from.OpenID},
-				SenderType: "user", TenantKey: s.tenantKey,
-			},
+			Sender: sender,
 			Message: wireEventMessage{
 				MessageID: m.id, RootID: m.rootID, ParentID: m.parentID, CreateTime: millis(m.at),
 				UpdateTime: millis(m.at), ChatID: ch.id, ThreadID: m.threadID, ChatType: ch.kind,
-				MessageType: m.msgType, Content: m.content,
+				MessageType: m.msgType, Content: m.content, Mentions: m.mentions,
 			},
 		},
 	}

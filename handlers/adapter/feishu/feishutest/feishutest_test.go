@@ -867,6 +867,15 @@ type event struct {
 			ChatType    string `json:"chat_type"`
 			MessageType string `json:"message_type"`
 			Content     string `json:"content"`
+			Mentions    []struct {
+				Key string `json:"key"`
+				ID  struct {
+					OpenID  string `json:"open_id"`
+					UnionID string `json:"union_id"`
+				} `json:"id"`
+				Name      string `json:"name"`
+				TenantKey string `json:"tenant_key"`
+			} `json:"mentions"`
 		} `json:"message"`
 	} `json:"event"`
 }
@@ -1055,4 +1064,77 @@ func TestUnknownPathAndMethod(t *testing.T) {
 	w := newWorld(t)
 	wantCode(t, do(t, http.MethodGet, w.s.URL()+"/open-apis/im/v1/nothing", w.token, nil), http.StatusNotFound, 99991201)
 	wantCode(t, do(t, http.MethodDelete, w.s.URL()+feishutest.RouteCards, w.token, nil), http.StatusMethodNotAllowed, 99991301)
+}
+
+// "Get bot information": {"code":0,"msg":"ok","bot":{...,"open_id"}} with no data object, for a
+// tenant token; none: 99991661.
+func TestBotInfo(t *testing.T) {
+	w := newWorld(t)
+	a := do(t, http.MethodGet, w.s.URL()+feishutest.RouteBotInfo, w.token, nil)
+	var got struct {
+		Code int             `json:"code"`
+		Msg  string          `json:"msg"`
+		Data json.RawMessage `json:"data"`
+		Bot  struct {
+			ActivateStatus int      `json:"activate_status"`
+			AppName        string   `json:"app_name"`
+			IPWhiteList    []string `json:"ip_white_list"`
+			OpenID         string   `json:"open_id"`
+		} `json:"bot"`
+	}
+	if err := json.Unmarshal(a.raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusOK || got.Code != 0 || got.Msg != "ok" || got.Data != nil || got.Bot.OpenID != w.app.BotOpenID ||
+		got.Bot.AppName != "ximd" || got.Bot.ActivateStatus != 2 || got.Bot.IPWhiteList == nil {
+		t.Fatalf("bot info: HTTP %d %s", a.status, a.raw)
+	}
+	wantCode(t, do(t, http.MethodGet, w.s.URL()+feishutest.RouteBotInfo, "", nil), http.StatusBadRequest, 99991661)
+}
+
+// "Receive message": a mention is its key in the text and an entry of message.mentions (a
+// person's ids and name; a bot's open_id and name).
+func TestPostMentioningCarriesMentions(t *testing.T) {
+	w := newWorld(t)
+	recv := newReceiver(t, nil)
+	w.s.SetEventURL(w.app.ID, recv.url, "vt", "")
+	bob := w.s.AddUser("Bob")
+	w.s.PostMentioning(w.group, w.ann, "@_user_1 ask @_user_2", w.app.BotOpenID, bob.OpenID)
+	m := decodeEvent(t, recv.next(t).body, "").Event.Message
+	if m.Content != `{"text":"@_user_1 ask @_user_2"}` || len(m.Mentions) != 2 {
+		t.Fatalf("message = %+v", m)
+	}
+	bot, person := m.Mentions[0], m.Mentions[1]
+	if bot.Key != "@_user_1" || bot.ID.OpenID != w.app.BotOpenID || bot.ID.UnionID != "" || bot.Name != "ximd" || bot.TenantKey == "" {
+		t.Fatalf("the bot's mention = %+v", bot)
+	}
+	if person.Key != "@_user_2" || person.ID.OpenID != bob.OpenID || person.ID.UnionID != bob.UnionID || person.Name != "Bob" {
+		t.Fatalf("the person's mention = %+v", person)
+	}
+	w.s.Post(w.group, w.ann, "plain")
+	if m := decodeEvent(t, recv.next(t).body, "").Event.Message; m.Mentions != nil {
+		t.Fatalf("a message without mentions has %+v", m.Mentions)
+	}
+}
+
+// PostAsBot: another app's bot writes; the apps with an event URL but the writer get an event
+// with sender_type "app"; the chat shows the message as the writer's.
+func TestPostAsBotReachesOtherApps(t *testing.T) {
+	w := newWorld(t)
+	other := w.s.AddApp("cli_other", "other-secret", "other")
+	mine, theirs := newReceiver(t, nil), newReceiver(t, nil)
+	w.s.SetEventURL(w.app.ID, mine.url, "vt", "")
+	w.s.SetEventURL(other.ID, theirs.url, "vt2", "")
+	messageID, eventID := w.s.PostAsBot(w.group, other.ID, "beep")
+	ev := decodeEvent(t, mine.next(t).body, "")
+	if ev.Header.EventID != eventID || ev.Header.AppID != w.app.ID || ev.Event.Sender.SenderType != "app" ||
+		ev.Event.Sender.SenderID.OpenID != other.BotOpenID || ev.Event.Message.MessageID != messageID {
+		t.Fatalf("event = %+v", ev)
+	}
+	if evs := w.s.Events(); len(evs) != 1 || evs[0].AppID != w.app.ID {
+		t.Fatalf("events %+v: the writer got its own message", evs)
+	}
+	if shown := w.s.Messages(w.group); len(shown) != 1 || shown[0].Sender != other.ID || shown[0].Text != "beep" {
+		t.Fatalf("the chat shows %+v", shown)
+	}
 }

@@ -70,6 +70,7 @@ type tokenAnswer struct {
 // matches every route that starts with it, so RouteMessages also covers reply and resources.
 const (
 	RouteToken        = "/open-apis/auth/v3/tenant_access_token/internal"
+	RouteBotInfo      = "/open-apis/bot/v3/info"
 	RouteMessages     = "/open-apis/im/v1/messages"
 	RouteReply        = "/open-apis/im/v1/messages/:message_id/reply"
 	RouteResource     = "/open-apis/im/v1/messages/:message_id/resources/:file_key"
@@ -106,6 +107,7 @@ type route struct {
 
 var routes = []*route{
 	{method: http.MethodPost, pattern: RouteToken, noAuth: true, fn: (*Server).issueToken},
+	{method: http.MethodGet, pattern: RouteBotInfo, fn: (*Server).botInfo},
 	{method: http.MethodPost, pattern: RouteMessages, fn: (*Server).sendMessage},
 	{method: http.MethodPost, pattern: RouteReply, fn: (*Server).replyMessage},
 	{method: http.MethodGet, pattern: RouteResource, fn: (*Server).getResource},
@@ -256,6 +258,8 @@ func writeAnswer(w http.ResponseWriter, result any, e *apiError) (int, int) {
 		_, _ = w.Write(v.data) // the client may be gone
 	case tokenAnswer:
 		writeJSON(w, http.StatusOK, wireToken{Code: codeOK, Msg: "ok", TenantAccessToken: v.token, Expire: v.expire})
+	case wireBotData:
+		writeJSON(w, http.StatusOK, wireBotInfo{Code: codeOK, Msg: "ok", Bot: v})
 	default:
 		if result == nil {
 			result = struct{}{}

@@ -491,6 +491,7 @@ type message struct {
 	uuid       string
 	card       *cardState // entity or inline card of an interactive message
 	file       *storedFile
+	mentions   []wireMention // of a person's message
 	at         time.Time
 }
 

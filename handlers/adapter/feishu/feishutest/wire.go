@@ -132,6 +132,33 @@ type wireEventMessage struct {
 	ChatType    string `json:"chat_type"`
 	MessageType string `json:"message_type"`
 	Content     string `json:"content"`
+	// Mentions are the people and bots the message mentions; its text holds each one's key
+	// ("@_user_1", ...) where the mention was written ("Receive message": message.mentions).
+	Mentions []wireMention `json:"mentions,omitempty"`
+}
+
+// wireMention is one entry of message.mentions ("Receive message": key, id, name, tenant_key).
+type wireMention struct {
+	Key       string     `json:"key"`
+	ID        wireUserID `json:"id"`
+	Name      string     `json:"name"`
+	TenantKey string     `json:"tenant_key"`
+}
+
+// wireBotInfo is the answer of "Get bot information", which has no data object: the bot is
+// under "bot".
+type wireBotInfo struct {
+	Code int         `json:"code"`
+	Msg  string      `json:"msg"`
+	Bot  wireBotData `json:"bot"`
+}
+
+type wireBotData struct {
+	ActivateStatus int      `json:"activate_status"`
+	AppName        string   `json:"app_name"`
+	AvatarURL      string   `json:"avatar_url"`
+	IPWhiteList    []string `json:"ip_white_list"`
+	OpenID         string   `json:"open_id"`
 }
 
 // wireChallenge is the url_verification request ("Send events to the developer server").
