@@ -136,12 +136,20 @@ func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
 	if c.streaming == adapter.StreamingDraft && chat.Type != models.ChatTypePrivate {
 		return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: chat %d is a %s: "draft" streaming works in private chats only`, c.chatID, chat.Type)
 	}
+	return a.setInbound(ctx, acc, c, ch.ID)
+}
+
+// setInbound points the bot's updates where c takes them: with "inbound": "webhook" it sets the
+// bot's webhook to POST /v1/targets/telegram/{route}/updates (route: a channel's id, or
+// "bots/{bot_id}") with c's secret; with polling it removes a webhook left set, since Telegram
+// refuses getUpdates while one is.
+func (a *Adapter) setInbound(ctx context.Context, acc *account, c *config, route string) error {
 	switch c.inbound {
 	case InboundWebhook:
 		if a.opts.PublicURL == "" {
 			return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: "inbound": "webhook" needs XIM_PUBLIC_URL, the address Telegram calls`)
 		}
-		hook := a.opts.PublicURL + "/v1/targets/" + Name + "/" + ch.ID + "/updates"
+		hook := a.opts.PublicURL + "/v1/targets/" + Name + "/" + route + "/updates"
 		if err := acc.call(ctx, "setWebhook", 0, func(ctx context.Context) error {
 			_, err := acc.bot.SetWebhook(ctx, &bot.SetWebhookParams{URL: hook, SecretToken: c.webhookSecret, AllowedUpdates: []string{"message"}})
 			return err
@@ -175,10 +183,11 @@ type account struct {
 	http   *http.Client
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	chats map[int64]*chatState
-	parts map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
-	order []string         // parts keys, oldest first (bounded)
+	mu       sync.Mutex
+	username string // the bot's, once getMe told it (identity)
+	chats    map[int64]*chatState
+	parts    map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
+	order    []string         // parts keys, oldest first (bounded)
 }
 
 // chatState is what the bot knows of one chat's limits.
@@ -500,7 +509,7 @@ func (t *Target) sendParts(ctx context.Context, m adapter.Message, edit int, rep
 }
 
 func (t *Target) sendText(ctx context.Context, text, replyTo string) (int, error) {
-	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, Text: text, ReplyParameters: t.reply(replyTo)}
+	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Text: text, ReplyParameters: t.reply(replyTo)}
 	var msg *models.Message
 	err := t.acc.call(ctx, "sendMessage", t.cfg.chatID, func(ctx context.Context) (err error) { msg, err = t.acc.bot.SendMessage(ctx, p); return err })
 	if err != nil {
@@ -546,16 +555,16 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo 
 		defer rc.Close()
 		// The library calls reflect IsNil on Data, which panics on a non-pointer reader.
 		up := &models.InputFileUpload{Filename: f.Filename, Data: &reader{rc}}
-		chat, reply := t.cfg.chatID, t.reply(replyTo)
+		chat, topic, reply := t.cfg.chatID, t.cfg.threadID, t.reply(replyTo)
 		switch method {
 		case "sendPhoto":
-			msg, err = t.acc.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, Photo: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: topic, Photo: up, Caption: caption, ReplyParameters: reply})
 		case "sendVideo":
-			msg, err = t.acc.bot.SendVideo(ctx, &bot.SendVideoParams{ChatID: chat, Video: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendVideo(ctx, &bot.SendVideoParams{ChatID: chat, MessageThreadID: topic, Video: up, Caption: caption, ReplyParameters: reply})
 		case "sendAudio":
-			msg, err = t.acc.bot.SendAudio(ctx, &bot.SendAudioParams{ChatID: chat, Audio: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendAudio(ctx, &bot.SendAudioParams{ChatID: chat, MessageThreadID: topic, Audio: up, Caption: caption, ReplyParameters: reply})
 		default:
-			msg, err = t.acc.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, Document: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, MessageThreadID: topic, Document: up, Caption: caption, ReplyParameters: reply})
 		}
 		return err
 	})
@@ -590,7 +599,7 @@ func methodFor(f adapter.File) string {
 // Draft implements adapter.Drafter: sendMessageDraft with one draft id per message (changes of
 // one draft are animated), the text truncated to 4096 characters.
 func (t *Target) Draft(ctx context.Context, key, text string) error {
-	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
+	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
 	return t.acc.call(ctx, "sendMessageDraft", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendMessageDraft(ctx, p); return err })
 }
 
@@ -608,7 +617,7 @@ func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
 	if a.Status == adapter.StatusIdle {
 		return nil
 	}
-	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, Action: models.ChatActionTyping}
+	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Action: models.ChatActionTyping}
 	return t.acc.call(ctx, "sendChatAction", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendChatAction(ctx, p); return err })
 }
 
