@@ -1,5 +1,6 @@
 // Package telegram is the `telegram` target adapter (edge-api §7.2.2): a channel bound to one
-// Telegram chat through a bot of the Bot API.
+// Telegram chat (or one forum topic of it, message_thread_id) through a bot of the Bot API, and
+// bots that open a channel for every chat that reaches the token.
 //
 // Out: a streamed answer is shown as a draft preview in private chats (sendMessageDraft, which
 // creates no message: the final is one sendMessage) or by editing one message in groups
@@ -15,6 +16,16 @@
 // POST /v1/targets/telegram/{channel}/updates (setWebhook at PUT, the secret token compared in
 // constant time). A message's message_id is derived from its chat and message id, so an update
 // read twice is one message.
+//
+// Bots (edge-api §4.1): a bot's config is a channel's without chat_id and message_thread_id
+// (Bind adds them for each conversation; ProbeBot checks the token with getMe). The bot shares
+// its token's getUpdates loop, or webhook (POST /v1/targets/telegram/bots/{bot_id}/updates),
+// with the token's channels: a chat or forum topic a channel PUT binds goes to that channel, any
+// other goes to the bot's policy (Admit). A private chat is direct, a group or supergroup a
+// group, a forum topic a thread under scope "thread"; keys are the chat id ("-100…" kept) and
+// "<chat id>_<message_thread_id>". A mention is a "mention" entity of the bot's username, a
+// "text_mention" of its user, a /command@username or a reply to the bot; it is removed from the
+// text. Messages of bots (is_bot) are refused from_bot.
 //
 // Limits: no call to a chat before a 429's retry_after has passed; messages and edits within the
 // chat's budget (edits_per_minute: 60 in private chats, 20 in groups by default); previews
