@@ -280,15 +280,29 @@ func TestTelegramBots_ForumTopicIsAThread(t *testing.T) {
 	}
 }
 
-// edge-api §4.1: a channel PUT for a chat of the bot's token wins: its messages go to that
-// channel, and the bot opens none for it; the token's other chats still reach the bot. One
-// getUpdates loop serves both.
+// edge-api §4.1: a channel PUT for a chat (or one forum topic) of the bot's token wins: its
+// messages go to that channel, and the bot opens none for it; the token's other chats (and the
+// forum's other topics) still reach the bot. One getUpdates loop serves both.
 func TestTelegramBots_ChannelPutWins(t *testing.T) {
 	w := newTelegramWorld(t, fastAcks)
 	erin, fay := w.fake.AddUser("Erin"), w.fake.AddUser("Fay")
 	bound, free := w.fake.AddChat("private", "", erin.ID), w.fake.AddChat("private", "", fay.ID)
 	w.bind("tg-erin", bound, nil)
-	w.mustPutBot("tg6", map[string]any{"direct": "open"}, nil)
+	forum := w.fake.AddForum("Team", erin.ID)
+	topic := w.fake.AddTopic(forum, erin, "Ops")
+	w.bind("tg-ops", forum, map[string]any{"message_thread_id": topic}) // one topic of the forum
+	w.mustPutBot("tg6", map[string]any{"direct": "open", "groups": "all"}, nil)
+	w.fake.PostInTopic(forum, topic, erin, "to the bound topic")
+	if ch, m := nextUser(t, w.agent); ch != "tg-ops" || m.Text != "to the bound topic" {
+		t.Fatalf("on %s: %q", ch, m.Text)
+	}
+	w.fake.Post(forum, erin, "in General")
+	if ch, _ := opened(t, w.agent); ch != "tg6-"+strconv.FormatInt(forum, 10) {
+		t.Fatalf("General: channel.opened on %s", ch)
+	}
+	if _, m := nextUser(t, w.agent); m.Text != "in General" {
+		t.Fatalf("%q", m.Text)
+	}
 	w.fake.Post(bound, erin, "to the bound channel")
 	if ch, m := nextUser(t, w.agent); ch != "tg-erin" || m.Text != "to the bound channel" {
 		t.Fatalf("on %s: %q", ch, m.Text)
