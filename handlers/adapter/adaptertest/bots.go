@@ -84,13 +84,15 @@ func newBot(t *testing.T, s Setup, bs BotSetup, policy string) adapter.Bot {
 		Target:     adapter.Binding{Adapter: s.Adapter.Name(), Config: bs.Config}, Conversations: p, OpenedAt: time.Now().UnixMilli()}
 }
 
-// admitted waits for the feed's one admitted conversation of kind and returns its arrival and
-// what its channel received.
+// admitted waits for the feed's one admitted conversation of kind whose channel received want,
+// and returns the conversation's latest arrival (that of want, when nothing came after it).
 func admitted(t *testing.T, feed *Feed, b adapter.Bot, kind adapter.ConversationKind, want string) adapter.Arrival {
 	t.Helper()
 	var got adapter.Arrival
 	eventually(t, "the message in its conversation's channel: "+want, func() bool {
-		for _, a := range feed.Arrivals() {
+		arrivals := feed.Arrivals()
+		for i := len(arrivals) - 1; i >= 0; i-- { // the latest first
+			a := arrivals[i]
 			if a.Conversation.Kind != kind || b.Conversations.Decide(a).Refused != "" {
 				continue // another kind, or refused (a group's unaddressed message before it)
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ const (
 type config struct {
 	token          string
 	chatID         int64
+	threadID       int    // a forum topic's message_thread_id; 0: none (the chat's main timeline)
 	apiURL         string // no trailing slash
 	streaming      adapter.Streaming
 	activity       adapter.ActivityMode
@@ -49,6 +51,7 @@ type config struct {
 type wireConfig struct {
 	Token          string          `json:"token"`
 	ChatID         json.RawMessage `json:"chat_id"`
+	ThreadID       *int            `json:"message_thread_id"`
 	APIURL         string          `json:"api_url"`
 	Streaming      string          `json:"streaming"`
 	Activity       string          `json:"activity"`
@@ -61,6 +64,7 @@ type wireConfig struct {
 // publicConfig is the config the channels API shows: defaults filled in, no token, no secret.
 type publicConfig struct {
 	ChatID         int64                `json:"chat_id"`
+	ThreadID       int                  `json:"message_thread_id,omitempty"`
 	APIURL         string               `json:"api_url"`
 	Streaming      adapter.Streaming    `json:"streaming"`
 	Activity       adapter.ActivityMode `json:"activity"`
@@ -82,6 +86,9 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 		ck.Fail("chat_id", "a non-zero integer", "required: the chat's numeric id (a private chat's is the person's user id; a group's is negative)")
 	}
 	c.chatID = id
+	if w.ThreadID != nil {
+		c.threadID = ck.Int("message_thread_id", w.ThreadID, 0, 1, math.MaxInt32)
+	}
 	c.apiURL = ck.BaseURL("api_url", w.APIURL, DefaultAPIURL)
 	streaming := adapter.StreamingEdit
 	if c.private() {
@@ -146,7 +153,7 @@ func (c *config) botID() int64 {
 }
 
 func (c *config) public() publicConfig {
-	return publicConfig{ChatID: c.chatID, APIURL: c.apiURL, Streaming: c.streaming, Activity: c.activity, Inbound: c.inbound,
+	return publicConfig{ChatID: c.chatID, ThreadID: c.threadID, APIURL: c.apiURL, Streaming: c.streaming, Activity: c.activity, Inbound: c.inbound,
 		FirstWords: c.firstWords, EditsPerMinute: c.editsPerMinute}
 }
 

@@ -44,16 +44,16 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 
 // Poll implements adapter.Poller: getUpdates long polls from the offset in the feed's cursor;
 // each message of a person in one of the feed's chats becomes a user message of that chat's
-// channel(s), its file copied into the Transfer Plane. The offset is saved after the batch
-// before it is submitted, and Telegram forgets an update only when asked for the updates after
-// it, so a restart reads at most the last batch again, which the message_id makes one message
-// each.
+// channel(s), its file copied into the Transfer Plane, and a message of a chat no channel binds
+// goes to the feed's bots (the bots of the same token share the loop). The offset is saved after
+// the batch before it is submitted, and Telegram forgets an update only when asked for the
+// updates after it, so a restart reads at most the last batch again, which the message_id makes
+// one message each.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	p, ok, err := a.StartPoll(feed)
-	if !ok {
+	c, err := a.pollAccount(feed)
+	if c == nil {
 		return err
 	}
-	c := p.Account
 	acc := a.account(c)
 	cursor, err := feed.Cursor(ctx)
 	if err != nil {
@@ -65,7 +65,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 			return fmt.Errorf("telegram: bad saved offset %q", cursor)
 		}
 	}
-	routes := routesOf(p.Channels, c.botKey())
+	s := a.servedOf(acc, c.botKey(), feed.Channels(), feed.Bots())
 	for {
 		updates, err := acc.getUpdates(ctx, offset, a.opts.PollTimeout)
 		if err != nil {
@@ -74,7 +74,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 		next := offset
 		for _, u := range updates {
 			if u.Message != nil {
-				if err := a.dispatch(ctx, acc, u.Message, routes, feed); err != nil {
+				if _, err := a.deliver(ctx, s, u.Message, feed); err != nil {
 					return err
 				}
 			}
@@ -89,35 +89,117 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	}
 }
 
-// routesOf maps the chats of a bot's channels to those channels.
-func routesOf(chans []adapter.Channel, botKey string) map[int64][]adapter.Channel {
-	routes := map[int64][]adapter.Channel{}
+// pollAccount is the config of the token a feed polls: its first channel's, else its first
+// bot's; nil when the feed serves neither (nothing to read).
+func (a *Adapter) pollAccount(feed adapter.Feed) (*config, error) {
+	p, ok, err := a.StartPoll(feed)
+	if ok || err != nil {
+		return p.Account, err
+	}
+	for _, b := range feed.Bots() {
+		if c, err := a.botConfig(b); err == nil {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
+
+// chatKey names what a channel PUT binds: a chat, or one forum topic of it (thread != 0).
+type chatKey struct {
+	chat   int64
+	thread int
+}
+
+// served is what one poll loop or webhook call serves of one bot token: the chats (and topics)
+// its channels PUT bind, and the bots of that token.
+type served struct {
+	acc    *account
+	routes map[chatKey][]adapter.Channel
+	bots   []adapter.Bot
+}
+
+// servedOf keeps, of chans and bots, those of the token botKey names.
+func (a *Adapter) servedOf(acc *account, botKey string, chans []adapter.Channel, bots []adapter.Bot) served {
+	s := served{acc: acc, routes: map[chatKey][]adapter.Channel{}}
 	for _, ch := range chans {
 		c, err := parseConfig(ch.Target.Config)
 		if err != nil || c.botKey() != botKey {
 			continue
 		}
-		routes[c.chatID] = append(routes[c.chatID], ch)
+		k := chatKey{c.chatID, c.threadID}
+		s.routes[k] = append(s.routes[k], ch)
 	}
-	return routes
+	for _, b := range bots {
+		if c, err := a.botConfig(b); err == nil && c.botKey() == botKey && !slices.ContainsFunc(s.bots, func(o adapter.Bot) bool { return o.ID == b.ID }) {
+			s.bots = append(s.bots, b)
+		}
+	}
+	return s
 }
 
-// dispatch submits a message to the channels of its chat. The bot's own messages, service
-// messages (members joining, pins, ...) and messages older than a channel's binding are not user
-// messages.
-func (a *Adapter) dispatch(ctx context.Context, acc *account, m *models.Message, routes map[int64][]adapter.Channel, in adapter.Inboxes) error {
-	if m.From == nil || m.From.ID == acc.botID || !userContent(m) {
-		return nil
+// channelsOf are the channels PUT that a message belongs to: those of its chat, and those of its
+// forum topic.
+func (s served) channelsOf(m *models.Message) []adapter.Channel {
+	chans := s.routes[chatKey{m.Chat.ID, 0}]
+	if topic := topicOf(m); topic != 0 {
+		chans = append(slices.Clip(chans), s.routes[chatKey{m.Chat.ID, topic}]...)
 	}
-	for _, ch := range routes[m.Chat.ID] {
-		if ch.Predates(int64(m.Date) * 1000) {
+	return chans
+}
+
+// deliver passes one message on: to the channels PUT for its chat or topic, which win over the
+// bots; else to each bot of the token, whose policy admits it (opening its conversation's
+// channel) or refuses it. The bot's own messages, service messages (members joining, pins, ...)
+// and messages older than a channel's binding, or than the bot, are not user messages. It
+// returns what became of the message (the last channel's outcome; [adapter.Ignored] when none
+// took it). A bot's answer that can never be sent (a pairing code to a person who blocked the
+// bot) is logged and the message skipped, so that one chat cannot stop the bot's updates.
+func (a *Adapter) deliver(ctx context.Context, s served, m *models.Message, in adapter.Inboxes) (adapter.Received, error) {
+	if m.From == nil || m.From.ID == s.acc.botID || !userContent(m) {
+		return adapter.Ignored, nil
+	}
+	at := int64(m.Date) * 1000
+	outcome := adapter.Ignored
+	if chans := s.channelsOf(m); len(chans) > 0 {
+		for _, ch := range chans {
+			if ch.Predates(at) {
+				continue
+			}
+			var err error
+			if outcome, err = a.receive(ctx, s.acc, m, textOf(m), ch.ID, in.Inbox(ch.ID)); err != nil {
+				return "", err
+			}
+		}
+		return outcome, nil
+	}
+	for _, b := range s.bots {
+		if b.Predates(at) {
 			continue
 		}
-		if _, err := a.receive(ctx, acc, m, ch.ID, in.Inbox(ch.ID)); err != nil {
-			return err
+		username, err := s.acc.identity(ctx)
+		if err != nil {
+			return "", err
+		}
+		arrival, text, ok := arrivalOf(m, b, s.acc.botID, username)
+		if !ok {
+			continue
+		}
+		adm, err := in.Admit(ctx, b, arrival)
+		var pe *profile.Error
+		switch {
+		case errors.As(err, &pe) && !pe.Retryable:
+			a.Logger.Warn("telegram_bot_answer_failed", "bot", b.ID, "code", pe.Code, "err", pe.Message)
+			continue
+		case err != nil:
+			return "", err
+		case !adm.Admitted():
+			continue
+		}
+		if outcome, err = a.receive(ctx, s.acc, m, text, adm.Channel.ID, adm.Inbox); err != nil {
+			return "", err
 		}
 	}
-	return nil
+	return outcome, nil
 }
 
 // userContent reports whether a message carries what a person said: text or a file.
@@ -125,20 +207,26 @@ func userContent(m *models.Message) bool {
 	return m.Text != "" || m.Caption != "" || len(m.Photo) > 0 || m.Document != nil || m.Video != nil || m.Audio != nil || m.Voice != nil
 }
 
-// receive submits the user message of one Telegram message: [adapter.Accepted], or [adapter.Duplicate] when it
-// was submitted already. A message the profile refuses is logged and skipped; any other failure
-// is returned (the update is read again).
-func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, channel string, in adapter.Inbox) (adapter.Received, error) {
+// textOf is a message's text, or its file's caption.
+func textOf(m *models.Message) string {
+	if m.Text != "" {
+		return m.Text
+	}
+	return m.Caption
+}
+
+// receive submits the user message of one Telegram message, with text as its text:
+// [adapter.Accepted], or [adapter.Duplicate] when it was submitted already. A message the
+// profile refuses is logged and skipped; any other failure is returned (the update is read
+// again).
+func (a *Adapter) receive(ctx context.Context, acc *account, m *models.Message, text, channel string, in adapter.Inbox) (adapter.Received, error) {
 	msgID := MessageIDOf(m.Chat.ID, m.ID)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
 		return adapter.Duplicate, err
 	}
-	msg := profile.Message{MessageID: msgID, CreatedAt: int64(m.Date) * 1000, Text: m.Text}
+	msg := profile.Message{MessageID: msgID, CreatedAt: int64(m.Date) * 1000, Text: text}
 	if msg.CreatedAt == 0 {
 		msg.CreatedAt = time.Now().UnixMilli()
-	}
-	if msg.Text == "" {
-		msg.Text = m.Caption
 	}
 	if f, ok := fileOf(m); ok { // too large, or gone: the message says so rather than vanish
 		if err := adapter.FileOrNote(ctx, in, &msg, f.name, func() (profile.File, error) { return a.fetch(ctx, acc, f, in) }); err != nil {
@@ -269,28 +357,54 @@ var updatesRoute = adapter.Route[*config]{Path: "updates", Refusal: errBadSecret
 // Receive implements adapter.Receiver for POST /v1/targets/telegram/{channel}/updates, the URL
 // setWebhook gave Telegram: the secret token is compared in constant time with the channel's
 // webhook_secret, and the update's message is submitted to the channels of its chat among the
-// bot's (a bot has one webhook, whichever of its channels set it last). 200 once it is durable;
-// a failure that may pass is answered 503, and Telegram calls again.
+// bot's (a bot has one webhook, whichever of its channels set it last), or, in a chat none
+// binds, to the token's bots. 200 once it is durable; a failure that may pass is answered 503,
+// and Telegram calls again.
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, updatesRoute)
 	if err != nil {
 		return "", err
 	}
+	return a.receiveUpdate(w, r, c, body, in, nil)
+}
+
+// ReceiveBot implements adapter.BotReceiver for POST /v1/targets/telegram/bots/{bot_id}/updates,
+// the URL setWebhook gave Telegram for a bot with "inbound": "webhook": the secret token is
+// compared in constant time with the bot's webhook_secret; the update's message goes to the
+// channels PUT for its chat, else to the token's bots, as Receive's.
+func (a *Adapter) ReceiveBot(w http.ResponseWriter, r *http.Request, b adapter.Bot, in adapter.Inboxes) (adapter.Received, error) {
+	if r.PathValue("path") != updatesRoute.Path {
+		return "", profile.Errorf(profile.CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}
+	c, err := a.botConfig(b)
+	if err != nil || !updatesRoute.Accept(r, c) {
+		return "", errBadSecret
+	}
+	body, err := adapter.ReadBody(r)
+	if err != nil {
+		return "", err
+	}
+	return a.receiveUpdate(w, r, c, body, in, &b)
+}
+
+// receiveUpdate passes on the message of one update Telegram posted for c's token (and for bot,
+// when the post was for a bot's route).
+func (a *Adapter) receiveUpdate(w http.ResponseWriter, r *http.Request, c *config, body []byte, in adapter.Inboxes, bot *adapter.Bot) (adapter.Received, error) {
 	var u models.Update
 	if err := json.Unmarshal(body, &u); err != nil {
 		return "", profile.Errorf(profile.CodeBadRequest, "not a Telegram update: %v", err)
 	}
 	outcome := adapter.Ignored
-	if m := u.Message; m != nil && m.From != nil && m.From.ID != c.botID() && userContent(m) {
-		acc := a.account(c)
-		for _, route := range routesOf(in.Channels(), c.botKey())[m.Chat.ID] {
-			if route.Predates(int64(m.Date) * 1000) {
-				continue
-			}
-			if outcome, err = a.receive(r.Context(), acc, m, route.ID, in.Inbox(route.ID)); err != nil {
-				a.Logger.Warn("telegram_update_failed", "channel", route.ID, "update_id", u.ID, "err", err)
-				return "", profile.Errorf(profile.CodeUnavailable, "the update could not be stored; Telegram sends it again")
-			}
+	if m := u.Message; m != nil {
+		bots := in.Bots()
+		if bot != nil {
+			bots = append([]adapter.Bot{*bot}, bots...)
+		}
+		s := a.servedOf(a.account(c), c.botKey(), in.Channels(), bots)
+		var err error
+		if outcome, err = a.deliver(r.Context(), s, m, in); err != nil {
+			a.Logger.Warn("telegram_update_failed", "update_id", u.ID, "err", err)
+			return "", profile.Errorf(profile.CodeUnavailable, "the update could not be stored; Telegram sends it again")
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -3,7 +3,9 @@ package telegram_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +100,48 @@ func seen(fake *telegramtest.Server, chat int64) []adaptertest.Seen {
 		out = append(out, s)
 	}
 	return out
+}
+
+// The universal suite's bot cases (edge-api §4.1) against the Bot API fake: each case has a bot
+// of its own (its own token, so its own getUpdates queue), and another bot in its groups whose
+// messages it sees by Bot-to-Bot Communication.
+func TestTelegram_BotSuite(t *testing.T) {
+	fake := telegramtest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	files := adaptertest.NewFiles()
+	var n atomic.Int64
+	adaptertest.RunBots(t, adaptertest.Setup{
+		Adapter: telegram.New(telegram.Options{Common: adapter.Common{Files: files}, PollTimeout: time.Second}),
+		Files:   files,
+	}, func(t *testing.T) adaptertest.BotSetup {
+		id := 7100 + n.Add(1)
+		username := fmt.Sprintf("suite%d_bot", id)
+		b := fake.AddBot(fmt.Sprintf("%d:bot-suite-secret", id), username)
+		fake.SetBotToBot(b.ID, true) // it sees the other bot's messages
+		other := fake.AddBot(fmt.Sprintf("%d:other-secret", id+1000), fmt.Sprintf("other%d_bot", id))
+		chat := func(kind string, k adapter.ConversationKind) adaptertest.BotChat {
+			person := fake.AddUser("Dana")
+			chat := fake.AddChat(kind, "team", person.ID)
+			c := adaptertest.BotChat{Kind: k, Author: strconv.FormatInt(person.ID, 10),
+				Post: func(t *testing.T, text string, mention bool) string {
+					if mention {
+						text = "@" + username + " " + text
+					}
+					return strconv.Itoa(fake.Post(chat, person, text))
+				},
+				Messages: func(t *testing.T) []adaptertest.Seen { return seen(fake, chat) },
+			}
+			if kind != "private" {
+				c.PostAsBot = func(t *testing.T, text string) { fake.PostAsBot(chat, other, text) }
+			}
+			return c
+		}
+		raw, _ := json.Marshal(map[string]any{"token": b.Token, "api_url": fake.URL()})
+		return adaptertest.BotSetup{
+			Config: raw,
+			Direct: func(t *testing.T) adaptertest.BotChat { return chat("private", adapter.Direct) },
+			Group:  func(t *testing.T) adaptertest.BotChat { return chat("supergroup", adapter.Group) },
+		}
+	})
 }

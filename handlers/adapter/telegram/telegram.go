@@ -1,5 +1,6 @@
 // Package telegram is the `telegram` target adapter (edge-api §7.2.2): a channel bound to one
-// Telegram chat through a bot of the Bot API.
+// Telegram chat (or one forum topic of it, message_thread_id) through a bot of the Bot API, and
+// bots that open a channel for every chat that reaches the token.
 //
 // Out: a streamed answer is shown as a draft preview in private chats (sendMessageDraft, which
 // creates no message: the final is one sendMessage) or by editing one message in groups
@@ -15,6 +16,16 @@
 // POST /v1/targets/telegram/{channel}/updates (setWebhook at PUT, the secret token compared in
 // constant time). A message's message_id is derived from its chat and message id, so an update
 // read twice is one message.
+//
+// Bots (edge-api §4.1): a bot's config is a channel's without chat_id and message_thread_id
+// (Bind adds them for each conversation; ProbeBot checks the token with getMe). The bot shares
+// its token's getUpdates loop, or webhook (POST /v1/targets/telegram/bots/{bot_id}/updates),
+// with the token's channels: a chat or forum topic a channel PUT binds goes to that channel, any
+// other goes to the bot's policy (Admit). A private chat is direct, a group or supergroup a
+// group, a forum topic a thread under scope "thread"; keys are the chat id ("-100…" kept) and
+// "<chat id>_<message_thread_id>". A mention is a "mention" entity of the bot's username, a
+// "text_mention" of its user, a /command@username or a reply to the bot; it is removed from the
+// text. Messages of bots (is_bot) are refused from_bot.
 //
 // Limits: no call to a chat before a 429's retry_after has passed; messages and edits within the
 // chat's budget (edits_per_minute: 60 in private chats, 20 in groups by default); previews
@@ -136,12 +147,20 @@ func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
 	if c.streaming == adapter.StreamingDraft && chat.Type != models.ChatTypePrivate {
 		return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: chat %d is a %s: "draft" streaming works in private chats only`, c.chatID, chat.Type)
 	}
+	return a.setInbound(ctx, acc, c, ch.ID)
+}
+
+// setInbound points the bot's updates where c takes them: with "inbound": "webhook" it sets the
+// bot's webhook to POST /v1/targets/telegram/{route}/updates (route: a channel's id, or
+// "bots/{bot_id}") with c's secret; with polling it removes a webhook left set, since Telegram
+// refuses getUpdates while one is.
+func (a *Adapter) setInbound(ctx context.Context, acc *account, c *config, route string) error {
 	switch c.inbound {
 	case InboundWebhook:
 		if a.opts.PublicURL == "" {
 			return profile.Errorf(profile.CodeTargetConfigInvalid, `telegram: "inbound": "webhook" needs XIM_PUBLIC_URL, the address Telegram calls`)
 		}
-		hook := a.opts.PublicURL + "/v1/targets/" + Name + "/" + ch.ID + "/updates"
+		hook := a.opts.PublicURL + "/v1/targets/" + Name + "/" + route + "/updates"
 		if err := acc.call(ctx, "setWebhook", 0, func(ctx context.Context) error {
 			_, err := acc.bot.SetWebhook(ctx, &bot.SetWebhookParams{URL: hook, SecretToken: c.webhookSecret, AllowedUpdates: []string{"message"}})
 			return err
@@ -175,10 +194,11 @@ type account struct {
 	http   *http.Client
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	chats map[int64]*chatState
-	parts map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
-	order []string         // parts keys, oldest first (bounded)
+	mu       sync.Mutex
+	username string // the bot's, once getMe told it (identity)
+	chats    map[int64]*chatState
+	parts    map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
+	order    []string         // parts keys, oldest first (bounded)
 }
 
 // chatState is what the bot knows of one chat's limits.
@@ -500,7 +520,7 @@ func (t *Target) sendParts(ctx context.Context, m adapter.Message, edit int, rep
 }
 
 func (t *Target) sendText(ctx context.Context, text, replyTo string) (int, error) {
-	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, Text: text, ReplyParameters: t.reply(replyTo)}
+	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Text: text, ReplyParameters: t.reply(replyTo)}
 	var msg *models.Message
 	err := t.acc.call(ctx, "sendMessage", t.cfg.chatID, func(ctx context.Context) (err error) { msg, err = t.acc.bot.SendMessage(ctx, p); return err })
 	if err != nil {
@@ -546,16 +566,16 @@ func (t *Target) sendFile(ctx context.Context, f adapter.File, caption, replyTo 
 		defer rc.Close()
 		// The library calls reflect IsNil on Data, which panics on a non-pointer reader.
 		up := &models.InputFileUpload{Filename: f.Filename, Data: &reader{rc}}
-		chat, reply := t.cfg.chatID, t.reply(replyTo)
+		chat, topic, reply := t.cfg.chatID, t.cfg.threadID, t.reply(replyTo)
 		switch method {
 		case "sendPhoto":
-			msg, err = t.acc.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, Photo: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: topic, Photo: up, Caption: caption, ReplyParameters: reply})
 		case "sendVideo":
-			msg, err = t.acc.bot.SendVideo(ctx, &bot.SendVideoParams{ChatID: chat, Video: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendVideo(ctx, &bot.SendVideoParams{ChatID: chat, MessageThreadID: topic, Video: up, Caption: caption, ReplyParameters: reply})
 		case "sendAudio":
-			msg, err = t.acc.bot.SendAudio(ctx, &bot.SendAudioParams{ChatID: chat, Audio: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendAudio(ctx, &bot.SendAudioParams{ChatID: chat, MessageThreadID: topic, Audio: up, Caption: caption, ReplyParameters: reply})
 		default:
-			msg, err = t.acc.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, Document: up, Caption: caption, ReplyParameters: reply})
+			msg, err = t.acc.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, MessageThreadID: topic, Document: up, Caption: caption, ReplyParameters: reply})
 		}
 		return err
 	})
@@ -590,7 +610,7 @@ func methodFor(f adapter.File) string {
 // Draft implements adapter.Drafter: sendMessageDraft with one draft id per message (changes of
 // one draft are animated), the text truncated to 4096 characters.
 func (t *Target) Draft(ctx context.Context, key, text string) error {
-	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
+	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
 	return t.acc.call(ctx, "sendMessageDraft", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendMessageDraft(ctx, p); return err })
 }
 
@@ -608,7 +628,7 @@ func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
 	if a.Status == adapter.StatusIdle {
 		return nil
 	}
-	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, Action: models.ChatActionTyping}
+	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Action: models.ChatActionTyping}
 	return t.acc.call(ctx, "sendChatAction", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendChatAction(ctx, p); return err })
 }
 

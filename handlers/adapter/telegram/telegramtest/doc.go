@@ -26,6 +26,10 @@
 //   - Methods: getMe, getChat, sendMessage, editMessageText, sendMessageDraft, sendChatAction,
 //     sendPhoto, sendDocument, sendVideo, sendAudio, getFile, getUpdates, setWebhook,
 //     deleteWebhook, getWebhookInfo. Any other method answers 404 Not Found.
+//   - What bots see of a message: entities of mentions and bot commands (PostEntities for
+//     others, such as text_mention), forum topics (AddForum, AddTopic, PostInTopic; sends take
+//     message_thread_id), and other bots' messages under Bot-to-Bot Communication (PostAsBot,
+//     SetBotToBot).
 //   - Rate limits per bot and chat ([Limits]); once a call got 429 with retry_after N, every
 //     call of that bot to that chat in the next N seconds gets 429 too and is recorded as
 //     [Call.Early].

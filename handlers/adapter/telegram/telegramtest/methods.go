@@ -67,11 +67,16 @@ func (s *Server) sendMessage(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	thread, e := threadLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
 	if e := s.spendLocked(q.bot, ch, spendSend); e != nil {
 		return nil, e
 	}
 	m := s.addMessageLocked(ch, q.bot.ID, true)
-	m.text, m.replyTo = text, replyTo
+	m.text, m.replyTo, m.thread = text, replyTo, thread
+	s.publishLocked(ch, m, q.bot)
 	return s.messageJSON(ch, m, 0), nil
 }
 
@@ -135,10 +140,14 @@ func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
 	if ch.kind != "private" {
 		return nil, badRequest("TEXTDRAFT_PEER_INVALID")
 	}
+	thread, e := threadLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
 	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
 		return nil, e
 	}
-	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, At: s.Now()})
+	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, Thread: thread, At: s.Now()})
 	return true, nil
 }
 
@@ -154,11 +163,15 @@ func (s *Server) sendChatAction(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	thread, e := threadLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
 	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
 		return nil, e
 	}
 	now := s.Now()
-	ch.actions = append(ch.actions, Action{From: q.bot.ID, Action: action, At: now})
+	ch.actions = append(ch.actions, Action{From: q.bot.ID, Action: action, Thread: thread, At: now})
 	ch.typing[q.bot.ID] = now
 	return true, nil
 }
@@ -194,6 +207,10 @@ func (s *Server) sendMedia(q *request, kind string) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	thread, e := threadLocked(ch, q.p)
+	if e != nil {
+		return nil, e
+	}
 	var f *storedFile
 	if up == nil {
 		if f = s.files[fileID]; f == nil {
@@ -219,7 +236,8 @@ func (s *Server) sendMedia(q *request, kind string) (any, *apiError) {
 		}
 	}
 	m := s.addMessageLocked(ch, q.bot.ID, true)
-	m.caption, m.media, m.replyTo = caption, f, replyTo
+	m.caption, m.media, m.replyTo, m.thread = caption, f, replyTo, thread
+	s.publishLocked(ch, m, q.bot)
 	return s.messageJSON(ch, m, 0), nil
 }
 
@@ -331,6 +349,21 @@ func replyToLocked(ch *chatState, p *params) (int, *apiError) {
 			return 0, nil
 		}
 		return 0, badRequest("message to be replied not found")
+	}
+	return int(id), nil
+}
+
+// threadLocked reads message_thread_id, the forum topic to send to (API #sendmessage
+// "message_thread_id": "Unique identifier for the target message thread (topic) of the forum;
+// for forum supergroups only"): 0 when absent; a topic the chat does not have is refused
+// "message thread not found". s.mu is held.
+func threadLocked(ch *chatState, p *params) (int, *apiError) {
+	id, ok := p.int64("message_thread_id")
+	if !ok || id == 0 {
+		return 0, nil
+	}
+	if t := ch.find(int(id)); !ch.forum || t == nil || t.topic == "" {
+		return 0, badRequest("message thread not found")
 	}
 	return int(id), nil
 }

@@ -60,6 +60,7 @@ type Message struct {
 	Caption string
 	File    *File
 	ReplyTo int // id of the message it replies to, 0 if none
+	Thread  int // the forum topic it was sent to (message_thread_id), 0 if none
 	Edits   int // accepted editMessageText calls
 	Date    time.Time
 }
@@ -77,6 +78,7 @@ type Draft struct {
 	From    int64 // the bot's user id
 	DraftID string
 	Text    string
+	Thread  int // message_thread_id, 0 if none
 	At      time.Time
 }
 
@@ -84,6 +86,7 @@ type Draft struct {
 type Action struct {
 	From   int64 // the bot's user id
 	Action string
+	Thread int // message_thread_id, 0 if none
 	At     time.Time
 }
 
@@ -376,7 +379,7 @@ func (s *Server) Messages(chatID int64) []Message {
 		}
 		msg := Message{
 			ID: m.id, From: m.from, Text: m.text, Caption: m.caption,
-			ReplyTo: m.replyTo, Edits: m.edits, Date: m.date,
+			ReplyTo: m.replyTo, Thread: m.thread, Edits: m.edits, Date: m.date,
 		}
 		if f := m.media; f != nil {
 			msg.File = &File{Kind: f.kind, Name: f.name, MimeType: f.mime, Data: append([]byte(nil), f.data...)}
@@ -436,6 +439,7 @@ type botState struct {
 	wake         chan struct{} // closed and replaced when the queue or webhook changes
 	poll         *poller       // the getUpdates call waiting now, if any
 	hook         webhook
+	botToBot     bool // Bot-to-Bot Communication Mode (SetBotToBot)
 }
 
 // notify wakes the long poll and the webhook deliverer of a bot. s.mu is held.
@@ -448,6 +452,7 @@ func (b *botState) notify() {
 type chatState struct {
 	id        int64
 	kind      string // private, group, supergroup
+	forum     bool   // a supergroup with topics (AddForum)
 	title     string // the person's first name for a private chat
 	removed   map[int64]bool
 	blocked   bool
@@ -483,7 +488,10 @@ type message struct {
 	media    *storedFile // for a photo, its largest size
 	replyTo  int
 	edits    int
-	joined   []User // new_chat_members of a service message
+	joined   []User   // new_chat_members of a service message
+	entities []Entity // of text, or of caption when there is no text
+	thread   int      // message_thread_id: the forum topic, 0 if none
+	topic    string   // forum_topic_created's name: the service message opening a topic
 }
 
 // fault is an injected error answer.

@@ -56,7 +56,8 @@ func (s *Server) Post(chatID int64, from User, text string) int {
 	return s.post(chatID, from, "Post", func(m *message) { m.text = text })
 }
 
-// PostReply is Post replying to message replyTo of the chat.
+// PostReply is Post replying to message replyTo of the chat (in its forum topic, if it is in
+// one).
 func (s *Server) PostReply(chatID int64, from User, text string, replyTo int) int {
 	return s.post(chatID, from, "PostReply", func(m *message) { m.text, m.replyTo = text, replyTo })
 }
@@ -90,16 +91,10 @@ func (s *Server) post(chatID int64, from User, helper string, fill func(*message
 	}
 	m := s.addMessageLocked(ch, from.ID, false)
 	fill(m)
-	ids := make([]int64, 0, len(s.bots))
-	for id := range s.bots {
-		if !ch.removed[id] {
-			ids = append(ids, id)
-		}
+	if r := ch.find(m.replyTo); r != nil && m.thread == 0 {
+		m.thread = r.thread
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		s.enqueueLocked(s.bots[id], "message", s.messageJSON(ch, m, 0))
-	}
+	s.publishLocked(ch, m, nil)
 	return m.id
 }
 

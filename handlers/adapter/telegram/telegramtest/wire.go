@@ -31,6 +31,7 @@ type wireChat struct {
 	Type      string `json:"type"`
 	Title     string `json:"title,omitempty"`
 	FirstName string `json:"first_name,omitempty"`
+	IsForum   bool   `json:"is_forum,omitempty"`
 }
 
 // wireChatFullInfo is the ChatFullInfo of getChat with its required fields.
@@ -93,19 +94,39 @@ type wireFile struct {
 }
 
 type wireMessage struct {
-	MessageID      int             `json:"message_id"`
-	From           *wireUser       `json:"from,omitempty"`
-	Chat           wireChat        `json:"chat"`
-	Date           int64           `json:"date"`
-	EditDate       int64           `json:"edit_date,omitempty"`
-	ReplyToMessage *wireMessage    `json:"reply_to_message,omitempty"`
-	Text           string          `json:"text,omitempty"`
-	Caption        string          `json:"caption,omitempty"`
-	Photo          []wirePhotoSize `json:"photo,omitempty"`
-	Document       *wireDocument   `json:"document,omitempty"`
-	Video          *wireVideo      `json:"video,omitempty"`
-	Audio          *wireAudio      `json:"audio,omitempty"`
-	NewChatMembers []wireUser      `json:"new_chat_members,omitempty"`
+	MessageID         int                    `json:"message_id"`
+	MessageThreadID   int                    `json:"message_thread_id,omitempty"`
+	IsTopicMessage    bool                   `json:"is_topic_message,omitempty"`
+	From              *wireUser              `json:"from,omitempty"`
+	Chat              wireChat               `json:"chat"`
+	Date              int64                  `json:"date"`
+	EditDate          int64                  `json:"edit_date,omitempty"`
+	ReplyToMessage    *wireMessage           `json:"reply_to_message,omitempty"`
+	Text              string                 `json:"text,omitempty"`
+	Entities          []wireEntity           `json:"entities,omitempty"`
+	Caption           string                 `json:"caption,omitempty"`
+	CaptionEntities   []wireEntity           `json:"caption_entities,omitempty"`
+	Photo             []wirePhotoSize        `json:"photo,omitempty"`
+	Document          *wireDocument          `json:"document,omitempty"`
+	Video             *wireVideo             `json:"video,omitempty"`
+	Audio             *wireAudio             `json:"audio,omitempty"`
+	NewChatMembers    []wireUser             `json:"new_chat_members,omitempty"`
+	ForumTopicCreated *wireForumTopicCreated `json:"forum_topic_created,omitempty"`
+}
+
+// wireEntity is a MessageEntity: offset and length in UTF-16 code units; user for
+// "text_mention" only.
+type wireEntity struct {
+	Type   string    `json:"type"`
+	Offset int       `json:"offset"`
+	Length int       `json:"length"`
+	User   *wireUser `json:"user,omitempty"`
+}
+
+// wireForumTopicCreated is the ForumTopicCreated of the service message that opens a topic.
+type wireForumTopicCreated struct {
+	Name      string `json:"name"`
+	IconColor int    `json:"icon_color"`
 }
 
 type wireWebhookInfo struct {
@@ -183,7 +204,7 @@ func (s *Server) userJSON(id int64) *wireUser {
 
 // chatJSON renders a chat as a Chat object.
 func chatJSON(ch *chatState) wireChat {
-	c := wireChat{ID: ch.id, Type: ch.kind}
+	c := wireChat{ID: ch.id, Type: ch.kind, IsForum: ch.forum}
 	if ch.kind == "private" {
 		c.FirstName = ch.title
 	} else {
@@ -209,6 +230,35 @@ func (s *Server) messageJSON(ch *chatState, m *message, depth int) *wireMessage 
 	if m.replyTo != 0 && depth == 0 {
 		if r := ch.find(m.replyTo); r != nil {
 			w.ReplyToMessage = s.messageJSON(ch, r, depth+1)
+		}
+	}
+	if m.thread != 0 {
+		// A topic is the message thread of the service message that opened it
+		// (core.telegram.org/api/forum): that message is its id, and every message of the topic
+		// that replies to nothing else replies to it.
+		w.MessageThreadID, w.IsTopicMessage = m.thread, true
+		if m.replyTo == 0 && m.id != m.thread && depth == 0 {
+			if r := ch.find(m.thread); r != nil {
+				w.ReplyToMessage = s.messageJSON(ch, r, depth+1)
+			}
+		}
+	}
+	if m.topic != "" {
+		w.ForumTopicCreated = &wireForumTopicCreated{Name: m.topic, IconColor: 0x6FB9F0}
+	}
+	if len(m.entities) > 0 {
+		ents := make([]wireEntity, 0, len(m.entities))
+		for _, e := range m.entities {
+			we := wireEntity{Type: e.Type, Offset: e.Offset, Length: e.Length}
+			if e.Type == "text_mention" {
+				we.User = s.userJSON(e.User)
+			}
+			ents = append(ents, we)
+		}
+		if m.text != "" {
+			w.Entities = ents
+		} else {
+			w.CaptionEntities = ents
 		}
 	}
 	for _, u := range m.joined {
