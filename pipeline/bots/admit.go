@@ -99,6 +99,9 @@ func (a *Admitter) bind(b adapter.Bot, c *adapter.Conversation) (json.RawMessage
 
 // Admit implements adapter.Bots for every poll loop and receive route.
 func (a *Admitter) Admit(ctx context.Context, b adapter.Bot, in adapter.Arrival) (adapter.Admission, error) {
+	if cur, ok := a.deps.Bots.Get(b.ID); ok && cur.Revision > b.Revision {
+		b = cur // the bot's policy as it is now (an approval, a PUT), whatever the caller read it as
+	}
 	d := b.Conversations.Decide(in)
 	if d.Pair {
 		if err := a.pair(ctx, b, in); err != nil {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
@@ -191,7 +193,10 @@ func (w *polled) version() string {
 		ids = append(ids, ch.ID+"@"+strconv.FormatUint(ch.Revision, 10))
 	}
 	for _, b := range w.bots {
-		ids = append(ids, "bot:"+b.ID+"@"+strconv.FormatUint(b.Revision, 10))
+		// A bot's account, not its policy: an approved pairing reaches the loop through Admit,
+		// which reads the bot as it is now, without a new connection to the platform.
+		sum := sha256.Sum256(append([]byte(b.Target.Adapter+"\x00"), b.Target.Config...))
+		ids = append(ids, "bot:"+b.ID+"@"+hex.EncodeToString(sum[:8]))
 	}
 	slices.Sort(ids)
 	return strings.Join(ids, ",")
