@@ -68,12 +68,13 @@ type Options struct {
 // secret; Open makes no call (Probe checks the config against Slack).
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *workspace]
-	window time.Duration // Options.SignatureWindow
+	window  time.Duration // Options.SignatureWindow
+	handled *handledSet   // events bots took already
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), handled: newHandledSet(4096)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -89,18 +90,20 @@ type workspace struct {
 	tok  string
 
 	mu       sync.Mutex
-	botUser  string               // the bot's user id (auth.test), "" until known
+	me       identity             // the bot's identity (auth.test), zero until known
 	until    map[string]time.Time // conversation -> no call before (a 429's Retry-After)
 	noStream map[string]bool      // conversations whose type does not take streams
 	shown    map[string]int       // streamed message ts -> bytes of its text appended so far
 	parts    map[string][]string  // idempotency key -> ts of the parts of a split final sent
+	lookups  *lookups             // what its bots remember of Slack
 }
 
 func (a *Adapter) workspace(c *config) *workspace {
 	return a.Accounts.Get(c.workspaceKey(), func() *workspace {
 		hc := a.HTTPClient
 		return &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(hc)), http: hc, tok: c.botToken,
-			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{}}
+			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{},
+			lookups: newLookups()}
 	})
 }
 
@@ -199,22 +202,39 @@ func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
 	return nil
 }
 
+// identity is who the bot is (auth.test): its user, its bot id and its workspace.
+type identity struct {
+	user, bot, team string
+}
+
 // user is the bot's user id (auth.test, once).
 func (ws *workspace) user(ctx context.Context) (string, error) {
+	me, err := ws.identity(ctx)
+	return me.user, err
+}
+
+// identity is the bot's identity (auth.test, once).
+func (ws *workspace) identity(ctx context.Context) (identity, error) {
 	ws.mu.Lock()
-	u := ws.botUser
+	me := ws.me
 	ws.mu.Unlock()
-	if u != "" {
-		return u, nil
+	if me.user != "" {
+		return me, nil
 	}
+	return ws.authTest(ctx)
+}
+
+// authTest calls auth.test and keeps the bot's identity.
+func (ws *workspace) authTest(ctx context.Context) (identity, error) {
 	var resp *slack.AuthTestResponse
 	if err := ws.call(ctx, "auth.test", "", func(ctx context.Context) (err error) { resp, err = ws.api.AuthTestContext(ctx); return err }); err != nil {
-		return "", err
+		return identity{}, err
 	}
+	me := identity{user: resp.UserID, bot: resp.BotID, team: resp.TeamID}
 	ws.mu.Lock()
-	ws.botUser = resp.UserID
+	ws.me = me
 	ws.mu.Unlock()
-	return resp.UserID, nil
+	return me, nil
 }
 
 // Target is one channel's conversation.
