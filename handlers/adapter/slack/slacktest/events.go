@@ -46,6 +46,22 @@ func (s *Server) EventStatus(eventID string) (attempts int, delivered bool) {
 	return attempts, delivered
 }
 
+// Unacknowledged counts the events, of every app, not yet acknowledged (socket) or answered 2xx
+// (HTTP): 0 once everything sent was taken.
+func (s *Server) Unacknowledged() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, evs := range s.events {
+		for _, ev := range evs {
+			if !ev.acked {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // EventDeliveries counts delivery attempts of events, Socket Mode envelopes and Events API
 // requests, failed ones and retries included.
 func (s *Server) EventDeliveries() int {
