@@ -146,7 +146,7 @@ func TestSlackBot_MentionDeliveredTwiceIsOneMessage(t *testing.T) {
 	group := adapter.Conversation{Kind: adapter.Group, ID: ch}
 	eventually(t, "the message", func() bool { return len(w.texts(group)) == 1 })
 	w.fake.Post(ch, ann, "<@"+w.bot.UserID+"> another", "")
-	eventually(t, "every event taken", func() bool { return w.fake.Unacknowledged() == 0 })
+	eventually(t, "every event taken", func() bool { return w.fake.Unacknowledged(w.bot) == 0 })
 	if got := w.texts(group); len(got) != 2 || !slices.Contains(got, "hey what time is it?") {
 		t.Fatalf("texts %q", got)
 	}

@@ -46,15 +46,15 @@ func (s *Server) EventStatus(eventID string) (attempts int, delivered bool) {
 	return attempts, delivered
 }
 
-// Unacknowledged counts the events, of every app, not yet acknowledged (socket) or answered 2xx
-// (HTTP): 0 once everything sent was taken.
-func (s *Server) Unacknowledged() int {
+// Unacknowledged counts the events sent to bot's app not yet acknowledged (socket) or
+// answered 2xx (HTTP): 0 once it took everything sent to it.
+func (s *Server) Unacknowledged(bot Bot) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, evs := range s.events {
 		for _, ev := range evs {
-			if !ev.acked {
+			if ev.bot.AppID == bot.AppID && !ev.acked {
 				n++
 			}
 		}
