@@ -247,13 +247,15 @@ func stripMention(text, botUser string) (string, bool) {
 	return strings.TrimSpace(re.ReplaceAllString(text, "")), true
 }
 
-// lookups is what a bot's account remembers of Slack: names, conversations, and the threads it
-// answered in. Bounded; a failed lookup gives no name (the message still passes).
+// lookups is what a bot's account remembers of Slack: names, conversations, the threads it
+// answered in and who started them. Bounded; a failed lookup gives no name (the message still
+// passes).
 type lookups struct {
-	mu      sync.Mutex
-	names   map[string]string    // user id -> display name
-	convs   map[string]convInfo  // channel id -> what conversations.info said
-	threads map[string]time.Time // channel + thread -> zero: the bot has a message in it; else none, until then
+	mu       sync.Mutex
+	names    map[string]string    // user id -> display name
+	convs    map[string]convInfo  // channel id -> what conversations.info said
+	threads  map[string]time.Time // channel + thread -> zero: the bot has a message in it; else none, until then
+	starters map[string]string    // channel + thread -> the person who started it
 }
 
 type convInfo struct {
@@ -262,7 +264,7 @@ type convInfo struct {
 }
 
 func newLookups() *lookups {
-	return &lookups{names: map[string]string{}, convs: map[string]convInfo{}, threads: map[string]time.Time{}}
+	return &lookups{names: map[string]string{}, convs: map[string]convInfo{}, threads: map[string]time.Time{}, starters: map[string]string{}}
 }
 
 // userName is a person's name to show (users.info: display name, else real name, else handle).
@@ -361,6 +363,35 @@ func (l *lookups) answeredIn(ctx context.Context, ws *workspace, me identity, ch
 	}
 	l.mu.Unlock()
 	return found, nil
+}
+
+// threadStarter is the person whose message started a thread (conversations.replies: the
+// parent comes first); "" when a bot started it or it cannot be read.
+func (l *lookups) threadStarter(ctx context.Context, ws *workspace, channel, thread string) string {
+	key := channel + "\x00" + thread
+	l.mu.Lock()
+	user, ok := l.starters[key]
+	l.mu.Unlock()
+	if ok {
+		return user
+	}
+	var msgs []slack.Message
+	if err := ws.call(ctx, "conversations.replies", channel, func(ctx context.Context) (err error) {
+		msgs, _, _, err = ws.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: channel, Timestamp: thread, Limit: 1})
+		return err
+	}); err != nil || len(msgs) == 0 {
+		return ""
+	}
+	if msgs[0].BotID == "" {
+		user = msgs[0].User
+	}
+	l.mu.Lock()
+	if len(l.starters) >= maxRemembered {
+		clear(l.starters)
+	}
+	l.starters[key] = user
+	l.mu.Unlock()
+	return user
 }
 
 // answered remembers that the bot has a message in a thread.

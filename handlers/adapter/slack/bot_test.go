@@ -239,3 +239,41 @@ func TestSlackBot_BindAndProbe(t *testing.T) {
 		t.Fatalf("ProbeBot with a bad token: %v", err)
 	}
 }
+
+// A bot's answer in a thread of a channel streams natively: chat.startStream there needs the
+// recipient ("Required when streaming to channels"), the person who started the thread.
+func TestSlackBot_AnswerStreamsInAChannelThread(t *testing.T) {
+	fake := slacktest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(unlimited)
+	bot := fake.AddBot("ximd")
+	ann := fake.AddUser("Ann")
+	ch := fake.AddChannel("channel", "help", ann)
+	top, _ := fake.Post(ch, ann, "<@"+bot.UserID+"> help me", "")
+	cfg, _ := json.Marshal(map[string]any{"bot_token": bot.Token, "api_url": fake.URL()})
+	a := slack.New(slack.Options{})
+	bound, err := a.Bind(cfg, adapter.Conversation{Kind: adapter.Thread, ID: ch, Thread: top})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := a.Open(bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ts, err := tg.Send(ctx, adapter.Message{Text: "Let me see", IdempotencyKey: "sb:s1"})
+	if err != nil {
+		t.Fatalf("the first streamed part: %v", err)
+	}
+	if err := tg.(adapter.Editor).Edit(ctx, ts, adapter.Message{Text: "Let me see: done.", Final: true, IdempotencyKey: "sb:s1"}); err != nil {
+		t.Fatalf("the final: %v", err)
+	}
+	msgs := fake.Messages(ch)
+	last := msgs[len(msgs)-1]
+	if last.TS != ts || last.ThreadTS != top || last.Text != "Let me see: done." || last.Streaming || last.Edits != 0 {
+		t.Fatalf("the answer %+v, want a stopped stream in the thread", last)
+	}
+	if !slices.ContainsFunc(fake.Calls(), func(c slacktest.Call) bool { return c.Method == "chat.startStream" && c.Status == 200 && c.Error == "" }) {
+		t.Fatalf("no stream started: %+v", fake.Calls())
+	}
+}
