@@ -238,8 +238,9 @@ var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errBadSignatur
 // Events API request URL: the v0 signature (HMAC-SHA256 of "v0:{timestamp}:{body}" with the
 // channel's signing_secret) is compared in constant time and the timestamp must be within
 // SignatureWindow; url_verification is answered with its challenge; a person's message in one of
-// the bot's bound conversations becomes a user message of that conversation's channel, 200 once
-// it is durable (a failure is 503: Slack sends the event again).
+// the bot's bound conversations becomes a user message of that conversation's channel, one in a
+// conversation no channel binds reaches the bots with the same bot token; 200 once it is durable
+// (a failure is 503: Slack sends the event again).
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {

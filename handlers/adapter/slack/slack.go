@@ -19,6 +19,19 @@
 // of its conversation, its files fetched from url_private with the bot token. The message_id is
 // derived from the conversation and the message's ts, so an event Slack sends again is a
 // duplicate.
+//
+// Bots (edge-api §4.1): a bot's config is a channel's without channel_id and thread_ts (Bind
+// names them); the PUT probes the bot token (auth.test). Its messages come on the app's Socket
+// Mode connection, shared with the app's channels, or by the Events API at
+// POST /v1/targets/slack/bots/{bot_id}/events (the bot's signing_secret). A message of a
+// conversation no channel PUT binds reaches the bot: an im is direct; channels and mpims are
+// group; with scope "thread" a reply in a channel's thread is a thread, keyed
+// "<channel>_<thread_ts with . as _>". A mention is an app_mention, <@BOTID> in the text
+// (removed), or a reply in a thread the bot's message started; under scope "thread" a thread the
+// bot has a message in (remembered, else read with conversations.replies) passes without one.
+// The app_mention and message events of one channel message are one message; other bots'
+// messages are refused from_bot, the bot's own skipped. Titles and names come from
+// conversations.info and users.info.
 package slack
 
 import (
