@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -214,10 +215,10 @@ func (a *Adapter) arrival(ctx context.Context, ws *workspace, me identity, b ada
 	mentioned = mentioned || ev.Type == "app_mention" || (reply && ev.ParentUserID == me.user)
 	if conv.Kind == adapter.Thread && !mentioned && !isBot && b.Conversations.Groups == adapter.GroupsMention {
 		answered, err := ws.lookups.answeredIn(ctx, ws, me, ev.Channel, ev.ThreadTS)
-		if err != nil {
-			return adapter.Arrival{}, "", err
+		if err != nil && transient(err) {
+			return adapter.Arrival{}, "", err // read again later
 		}
-		mentioned = answered
+		mentioned = answered // a thread Slack will not show (a missing scope): not answered in
 	}
 	author := adapter.Author{ID: ev.User, IsBot: isBot}
 	if author.ID == "" {
@@ -232,6 +233,12 @@ func (a *Adapter) arrival(ctx context.Context, ws *workspace, me identity, b ada
 		}
 	}
 	return adapter.Arrival{Conversation: conv, Author: author, Mentioned: mentioned}, text, nil
+}
+
+// transient reports whether a failed call may work later (a rate limit, Slack unavailable).
+func transient(err error) bool {
+	var ra *adapter.RetryAfterError
+	return errors.As(err, &ra) || profile.AsError(err).Retryable || profile.AsError(err).Code == profile.CodeTargetUnavailable
 }
 
 // stripMention removes the bot's mentions (<@U…>, or <@U…|name>) from text, and reports whether
