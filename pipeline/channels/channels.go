@@ -27,8 +27,8 @@ type Registry struct {
 	mu       sync.RWMutex
 	byID     map[string]entry
 	puts     map[string]struct{} // the ids of the channels PUT (ListPut reads these alone)
-	perBot   map[string]int    // how many channels each bot opened
-	bots     map[string]string // each bot id once, shared by its channels' entries
+	perBot   map[string]int      // how many channels each bot opened
+	bots     map[string]string   // each bot id once, shared by its channels' entries
 	fill     func(adapter.Channel) (adapter.Channel, bool)
 	watchers []func(id string, open bool)
 	// ids is every open channel's id in order as of the last reindex; added and removed hold the

@@ -193,9 +193,9 @@ func (w *polled) version() string {
 		ids = append(ids, ch.ID+"@"+strconv.FormatUint(ch.Revision, 10))
 	}
 	for _, b := range w.bots {
-		// A bot's account, not its policy: an approved pairing reaches the loop through Admit,
+		// A bot's account and scope, not its policy: an approved pairing reaches the loop through Admit,
 		// which reads the bot as it is now, without a new connection to the platform.
-		sum := sha256.Sum256(append([]byte(b.Target.Adapter+"\x00"), b.Target.Config...))
+		sum := sha256.Sum256(append([]byte(b.Target.Adapter+"\x00"+string(b.Conversations.Scope)+"\x00"), b.Target.Config...))
 		ids = append(ids, "bot:"+b.ID+"@"+hex.EncodeToString(sum[:8]))
 	}
 	slices.Sort(ids)

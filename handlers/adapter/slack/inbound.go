@@ -37,17 +37,20 @@ type callback struct {
 	Event     msgEvent `json:"event"`
 }
 
-// msgEvent is a message event (docs "message event").
+// msgEvent is a message event (docs "message event"), or an app_mention (same fields, no
+// channel_type).
 type msgEvent struct {
-	Type     string `json:"type"`
-	Subtype  string `json:"subtype"`
-	User     string `json:"user"`
-	BotID    string `json:"bot_id"`
-	Text     string `json:"text"`
-	TS       string `json:"ts"`
-	ThreadTS string `json:"thread_ts"`
-	Channel  string `json:"channel"`
-	Files    []struct {
+	Type         string `json:"type"`
+	Subtype      string `json:"subtype"`
+	User         string `json:"user"`
+	BotID        string `json:"bot_id"`
+	Text         string `json:"text"`
+	TS           string `json:"ts"`
+	ThreadTS     string `json:"thread_ts"`
+	ParentUserID string `json:"parent_user_id"`
+	Channel      string `json:"channel"`
+	ChannelType  string `json:"channel_type"`
+	Files        []struct {
 		ID         string `json:"id"`
 		Name       string `json:"name"`
 		Mimetype   string `json:"mimetype"`
@@ -63,21 +66,22 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 }
 
 // Poll implements adapter.Poller: one Socket Mode connection for the app (apps.connections.open
-// with the app-level token); each event envelope is acknowledged once what it carries is durable,
-// so Slack sends an envelope again that a crash left unacknowledged (the message_id makes it one
-// message). No cursor: Slack keeps the position.
+// with the app-level token), for its channels and its bots; each event envelope is acknowledged
+// once what it carries is durable (or refused), so Slack sends an envelope again that a crash
+// left unacknowledged (the message_id makes it one message). No cursor: Slack keeps the position.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	p, ok, err := a.StartPoll(feed)
-	if !ok {
+	chans, bots := feed.Channels(), feed.Bots()
+	c, err := a.pollAccount(chans, bots)
+	if c == nil {
 		return err
 	}
-	chans, c := p.Channels, p.Account
 	api := slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionAppLevelToken(c.appToken), slack.OptionHTTPClient(a.HTTPClient))
 	client := socketmode.New(api)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- client.RunContext(ctx) }()
+	sameApp := func(cc *config) bool { return cc.appKey() == c.appKey() }
 	for {
 		select {
 		case <-ctx.Done():
@@ -100,7 +104,7 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 					_ = client.Ack(*evt.Request) // not an event ximd reads: never again
 					continue
 				}
-				if _, err := a.dispatch(ctx, cb, chans, feed, func(cc *config) bool { return cc.appKey() == c.appKey() }); err != nil {
+				if _, err := a.dispatch(ctx, cb, chans, bots, feed, sameApp); err != nil {
 					a.Logger.Warn("slack_event_failed", "event_id", cb.EventID, "err", err)
 					continue // not acknowledged: Slack sends it again
 				}
@@ -110,19 +114,40 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	}
 }
 
-// dispatch submits a message event to the channels of its conversation (and thread, for a
-// channel bound to one) among chans whose config same accepts. The bot's own messages, message
-// changes and deletions, and messages older than a channel's binding are not user messages.
-func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
+// pollAccount is the app a poll loop connects as: the config of its first channel, else of its
+// first bot; nil when it has neither (nothing to read).
+func (a *Adapter) pollAccount(chans []adapter.Channel, bots []adapter.Bot) (*config, error) {
+	if len(chans) > 0 {
+		return parseConfig(chans[0].Target.Config)
+	}
+	if len(bots) > 0 {
+		return a.botConfig(bots[0])
+	}
+	return nil, nil
+}
+
+// dispatch passes a message event on: to the channels PUT among chans that bind its conversation
+// (and thread, for a channel bound to one) and whose config same accepts; when none binds it, to
+// bots (those whose account same accepts). Message changes and deletions are not user messages;
+// the bot's own messages and messages older than a channel's binding are not passed; other
+// bots' messages reach bots only (refused from_bot). An app_mention is the same message as a
+// message event of the channel: channels take the message event only.
+func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, bots []adapter.Bot, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
 	ev := cb.Event
-	if cb.Type != "event_callback" && cb.Type != "" || ev.Type != "message" || ev.BotID != "" || ev.User == "" ||
-		(ev.Subtype != "" && ev.Subtype != "file_share" && ev.Subtype != "thread_broadcast") {
+	isBot := ev.BotID != "" || ev.Subtype == "bot_message"
+	if cb.Type != "event_callback" && cb.Type != "" || (ev.Type != "message" && ev.Type != "app_mention") ||
+		(ev.Subtype != "" && ev.Subtype != "file_share" && ev.Subtype != "thread_broadcast" && ev.Subtype != "bot_message") ||
+		(ev.User == "" && !isBot) {
 		return adapter.Ignored, nil
 	}
-	outcome := adapter.Ignored
+	outcome, bound := adapter.Ignored, false
 	for _, ch := range chans {
 		c, err := parseConfig(ch.Target.Config)
 		if err != nil || !same(c) || c.channelID != ev.Channel || (c.threadTS != "" && ev.ThreadTS != c.threadTS) {
+			continue
+		}
+		bound = true
+		if isBot || ev.Type != "message" {
 			continue
 		}
 		if bot, err := a.workspace(c).user(ctx); err == nil && ev.User == bot {
@@ -135,7 +160,10 @@ func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Cha
 			return "", err
 		}
 	}
-	return outcome, nil
+	if bound || len(bots) == 0 {
+		return outcome, nil
+	}
+	return a.toBots(ctx, ev, bots, in, same)
 }
 
 // receive submits the user message of one message event: [adapter.Accepted], or [adapter.Duplicate] when it was
@@ -210,36 +238,21 @@ var eventsRoute = adapter.Route[*config]{Path: "events", Refusal: errBadSignatur
 // Events API request URL: the v0 signature (HMAC-SHA256 of "v0:{timestamp}:{body}" with the
 // channel's signing_secret) is compared in constant time and the timestamp must be within
 // SignatureWindow; url_verification is answered with its challenge; a person's message in one of
-// the bot's bound conversations becomes a user message of that conversation's channel, 200 once
-// it is durable (a failure is 503: Slack sends the event again).
+// the bot's bound conversations becomes a user message of that conversation's channel, one in a
+// conversation no channel binds reaches the bots with the same bot token; 200 once it is durable
+// (a failure is 503: Slack sends the event again).
 func (a *Adapter) Receive(w http.ResponseWriter, r *http.Request, ch adapter.Channel, in adapter.Inboxes) (adapter.Received, error) {
 	c, body, err := a.StartReceive(r, ch, eventsRoute)
 	if err != nil {
 		return "", err
 	}
-	if !a.signed(r, body, c.signingSecret) {
-		return "", errBadSignature
+	var bots []adapter.Bot
+	for _, b := range in.Bots() {
+		if bc, err := a.botConfig(b); err == nil && bc.workspaceKey() == c.workspaceKey() {
+			bots = append(bots, b)
+		}
 	}
-	var cb callback
-	if err := json.Unmarshal(body, &cb); err != nil {
-		return "", profile.Errorf(profile.CodeBadRequest, "not a Slack event: %v", err)
-	}
-	if cb.Type == "url_verification" {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": cb.Challenge})
-		return "challenge", nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
-	defer cancel()
-	outcome, err := a.dispatch(ctx, cb, in.Channels(), in, func(cc *config) bool { return cc.workspaceKey() == c.workspaceKey() })
-	if err != nil {
-		a.Logger.Warn("slack_event_failed", "channel", ch.ID, "event_id", cb.EventID, "err", err)
-		return "", profile.Errorf(profile.CodeUnavailable, "the event could not be stored; Slack sends it again")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(`{}`))
-	return outcome, nil
+	return a.serveEvents(w, r, body, c, in.Channels(), bots, in, ch.ID)
 }
 
 // signed checks an Events API call's v0 signature and its timestamp's freshness.

@@ -19,6 +19,19 @@
 // of its conversation, its files fetched from url_private with the bot token. The message_id is
 // derived from the conversation and the message's ts, so an event Slack sends again is a
 // duplicate.
+//
+// Bots (edge-api §4.1): a bot's config is a channel's without channel_id and thread_ts (Bind
+// names them); the PUT probes the bot token (auth.test). Its messages come on the app's Socket
+// Mode connection, shared with the app's channels, or by the Events API at
+// POST /v1/targets/slack/bots/{bot_id}/events (the bot's signing_secret). A message of a
+// conversation no channel PUT binds reaches the bot: an im is direct; channels and mpims are
+// group; with scope "thread" a reply in a channel's thread is a thread, keyed
+// "<channel>_<thread_ts with . as _>". A mention is an app_mention, <@BOTID> in the text
+// (removed), or a reply in a thread the bot's message started; under scope "thread" a thread the
+// bot has a message in (remembered, else read with conversations.replies) passes without one.
+// The app_mention and message events of one channel message are one message; other bots'
+// messages are refused from_bot, the bot's own skipped. Titles and names come from
+// conversations.info and users.info.
 package slack
 
 import (
@@ -68,12 +81,13 @@ type Options struct {
 // secret; Open makes no call (Probe checks the config against Slack).
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *workspace]
-	window time.Duration // Options.SignatureWindow
+	window  time.Duration // Options.SignatureWindow
+	handled *handledSet   // events bots took already
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), handled: newHandledSet(4096)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -89,18 +103,20 @@ type workspace struct {
 	tok  string
 
 	mu       sync.Mutex
-	botUser  string               // the bot's user id (auth.test), "" until known
+	me       identity             // the bot's identity (auth.test), zero until known
 	until    map[string]time.Time // conversation -> no call before (a 429's Retry-After)
 	noStream map[string]bool      // conversations whose type does not take streams
 	shown    map[string]int       // streamed message ts -> bytes of its text appended so far
 	parts    map[string][]string  // idempotency key -> ts of the parts of a split final sent
+	lookups  *lookups             // what its bots remember of Slack
 }
 
 func (a *Adapter) workspace(c *config) *workspace {
 	return a.Accounts.Get(c.workspaceKey(), func() *workspace {
 		hc := a.HTTPClient
 		return &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(hc)), http: hc, tok: c.botToken,
-			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{}}
+			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{},
+			lookups: newLookups()}
 	})
 }
 
@@ -199,22 +215,39 @@ func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
 	return nil
 }
 
+// identity is who the bot is (auth.test): its user, its bot id and its workspace.
+type identity struct {
+	user, bot, team string
+}
+
 // user is the bot's user id (auth.test, once).
 func (ws *workspace) user(ctx context.Context) (string, error) {
+	me, err := ws.identity(ctx)
+	return me.user, err
+}
+
+// identity is the bot's identity (auth.test, once).
+func (ws *workspace) identity(ctx context.Context) (identity, error) {
 	ws.mu.Lock()
-	u := ws.botUser
+	me := ws.me
 	ws.mu.Unlock()
-	if u != "" {
-		return u, nil
+	if me.user != "" {
+		return me, nil
 	}
+	return ws.authTest(ctx)
+}
+
+// authTest calls auth.test and keeps the bot's identity.
+func (ws *workspace) authTest(ctx context.Context) (identity, error) {
 	var resp *slack.AuthTestResponse
 	if err := ws.call(ctx, "auth.test", "", func(ctx context.Context) (err error) { resp, err = ws.api.AuthTestContext(ctx); return err }); err != nil {
-		return "", err
+		return identity{}, err
 	}
+	me := identity{user: resp.UserID, bot: resp.BotID, team: resp.TeamID}
 	ws.mu.Lock()
-	ws.botUser = resp.UserID
+	ws.me = me
 	ws.mu.Unlock()
-	return resp.UserID, nil
+	return me, nil
 }
 
 // Target is one channel's conversation.

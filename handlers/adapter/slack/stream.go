@@ -18,6 +18,9 @@ func (t *Target) startStream(ctx context.Context, m adapter.Message) (string, er
 	opts := []slack.MsgOption{slack.MsgOptionMarkdownText(text), slack.MsgOptionMetadata(metadata(m.IdempotencyKey, 0, false, ""))}
 	if th := t.thread(m.ReplyTo); th != "" {
 		opts = append(opts, slack.MsgOptionTS(th))
+		if team, user := t.recipient(ctx, th); user != "" {
+			opts = append(opts, slack.MsgOptionRecipientTeamID(team), slack.MsgOptionRecipientUserID(user))
+		}
 	}
 	var ts string
 	err := t.ws.call(ctx, "chat.startStream", t.cfg.channelID, func(ctx context.Context) (err error) {
@@ -31,6 +34,22 @@ func (t *Target) startStream(ctx context.Context, m adapter.Message) (string, er
 	t.ws.shown[ts] = len(text)
 	t.ws.mu.Unlock()
 	return ts, nil
+}
+
+// recipient is who a stream in a thread outside a DM is for ("chat.startStream":
+// recipient_user_id and recipient_team_id, "Required when streaming to channels"): the person
+// who started the thread, in the bot's workspace; "" in a DM, or when it cannot be told (Slack
+// then refuses the stream or not, as it sees fit).
+func (t *Target) recipient(ctx context.Context, thread string) (team, user string) {
+	l := t.ws.lookups
+	if l.conversation(ctx, t.ws, t.cfg.channelID).im {
+		return "", ""
+	}
+	me, err := t.ws.identity(ctx)
+	if err != nil {
+		return "", ""
+	}
+	return me.team, l.threadStarter(ctx, t.ws, t.cfg.channelID, thread)
 }
 
 // editStream applies a streamed message's text to its stream: what is new is appended, and the

@@ -3,6 +3,8 @@ package slack_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/slack"
 	"github.com/ximd/ximd/handlers/adapter/slack/slacktest"
+	"github.com/ximd/ximd/profile"
 )
 
 // unlimited turns the fake's rate limits off, for tests that are not about them.
@@ -110,4 +113,94 @@ func seen(fake *slacktest.Server, ch string, bot slacktest.Bot) []adaptertest.Se
 		out = append(out, s)
 	}
 	return out
+}
+
+// The universal suite's bot cases (edge-api §4.1) against the Slack fake, messages in by Socket
+// Mode: a bot's config is the app's tokens without channel_id; each case gets a workspace of its
+// own with the bot, and another app whose bot writes in the group.
+func TestSlack_BotSuiteSocketMode(t *testing.T) {
+	files := adaptertest.NewFiles()
+	adaptertest.RunBots(t, adaptertest.Setup{Adapter: slack.New(slack.Options{Common: adapter.Common{Files: files}}), Files: files},
+		func(t *testing.T) adaptertest.BotSetup {
+			fake := slacktest.New()
+			t.Cleanup(fake.Close)
+			fake.SetLimits(unlimited)
+			fake.SetSocketMode(true)
+			return botSetup(t, fake, fake.AddBot("suite bot"), map[string]any{"app_token": nil})
+		})
+}
+
+// The same cases with messages in by the Events API at the bot's route (signed with the bot's
+// signing_secret).
+func TestSlack_BotSuiteEventsAPI(t *testing.T) {
+	files := adaptertest.NewFiles()
+	a := slack.New(slack.Options{Common: adapter.Common{Files: files}})
+	adaptertest.RunBots(t, adaptertest.Setup{Adapter: a, Files: files},
+		func(t *testing.T) adaptertest.BotSetup {
+			fake := slacktest.New()
+			t.Cleanup(fake.Close)
+			fake.SetLimits(unlimited)
+			bot := fake.AddBot("suite bot")
+			bs := botSetup(t, fake, bot, map[string]any{"signing_secret": bot.SigningSecret})
+			bs.Listen = func(t *testing.T, b adapter.Bot, feed *adaptertest.Feed) {
+				fake.SetEventURL(botRoute(t, a, b, feed)+"/bots/"+b.ID+"/events", "")
+			}
+			return bs
+		})
+}
+
+// botRoute serves a bot's route as the gateway does (POST /bots/{bot}/{path...} to ReceiveBot
+// with feed) and returns its base URL.
+func botRoute(t *testing.T, a *slack.Adapter, b adapter.Bot, feed *adaptertest.Feed) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /bots/{bot}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.ReceiveBot(w, r, b, feed); err != nil {
+			http.Error(w, profile.AsError(err).Code, http.StatusServiceUnavailable)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// botSetup is bot's config (its tokens with inbound, no conversation) and its conversations on
+// fake: a direct message of a new person, a public channel of two.
+func botSetup(t *testing.T, fake *slacktest.Server, bot slacktest.Bot, inbound map[string]any) adaptertest.BotSetup {
+	cfg := map[string]any{"bot_token": bot.Token, "api_url": fake.URL()}
+	for k, v := range inbound {
+		if k == "app_token" {
+			v = bot.AppToken
+		}
+		cfg[k] = v
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fake.AddBot("another app")
+	chat := func(kind adapter.ConversationKind, ch string, person slacktest.User) adaptertest.BotChat {
+		return adaptertest.BotChat{
+			Kind: kind, Author: person.ID,
+			Post: func(t *testing.T, text string, mention bool) string {
+				if mention {
+					text = "<@" + bot.UserID + "> " + text
+				}
+				ts, _ := fake.Post(ch, person, text, "")
+				return ts
+			},
+			PostAsBot: func(t *testing.T, text string) { fake.PostAsBot(ch, other, text, "") },
+			Messages:  func(t *testing.T) []adaptertest.Seen { return seen(fake, ch, bot) },
+		}
+	}
+	return adaptertest.BotSetup{
+		Config: raw,
+		Direct: func(t *testing.T) adaptertest.BotChat {
+			person := fake.AddUser("Dana")
+			return chat(adapter.Direct, fake.AddChannel("im", "", person), person)
+		},
+		Group: func(t *testing.T) adaptertest.BotChat {
+			person := fake.AddUser("Gil")
+			return chat(adapter.Group, fake.AddChannel("channel", "general", person, fake.AddUser("Hal")), person)
+		},
+	}
 }

@@ -23,10 +23,12 @@
 //     are HTTP 200 {"ok":true,…} or {"ok":false,"error":"…"}, and HTTP 429 with Retry-After
 //     and {"ok":false,"error":"ratelimited"} past a rate limit. An unknown method answers
 //     unknown_method.
-//   - Methods: auth.test, conversations.info, conversations.history, conversations.replies,
-//     chat.postMessage, chat.update, chat.startStream, chat.appendStream, chat.stopStream,
-//     assistant.threads.setStatus, files.getUploadURLExternal, files.completeUploadExternal,
-//     apps.connections.open.
+//   - Methods: auth.test, conversations.info, users.info, conversations.history,
+//     conversations.replies, chat.postMessage, chat.update, chat.startStream, chat.appendStream,
+//     chat.stopStream, assistant.threads.setStatus, files.getUploadURLExternal,
+//     files.completeUploadExternal, apps.connections.open.
+//   - Events: a person's message, and a bot's chat.postMessage, make a message event for every
+//     bot member; a mention of a bot outside ims also makes an app_mention for it.
 //   - Socket Mode: apps.connections.open gives a single-use ws:// URL on the fake; the
 //     connection gets hello, then events_api envelopes; an envelope not acknowledged within
 //     [Timing].AckTimeout is sent again with retry_attempt+1.

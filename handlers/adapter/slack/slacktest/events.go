@@ -46,6 +46,22 @@ func (s *Server) EventStatus(eventID string) (attempts int, delivered bool) {
 	return attempts, delivered
 }
 
+// Unacknowledged counts the events sent to bot's app not yet acknowledged (socket) or
+// answered 2xx (HTTP): 0 once it took everything sent to it.
+func (s *Server) Unacknowledged(bot Bot) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, evs := range s.events {
+		for _, ev := range evs {
+			if ev.bot.AppID == bot.AppID && !ev.acked {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // EventDeliveries counts delivery attempts of events, Socket Mode envelopes and Events API
 // requests, failed ones and retries included.
 func (s *Server) EventDeliveries() int {
@@ -121,7 +137,7 @@ func (s *Server) addPersonMessageLocked(ch *channelState, from User, text, threa
 }
 
 // messageEventLocked builds the message event of a person's message and starts its delivery
-// to every bot member. s.mu is held.
+// to every bot member, and an app_mention event to each bot it mentions. s.mu is held.
 func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[string]any) string {
 	ev := map[string]any{
 		"type":          "message",
@@ -134,12 +150,7 @@ func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[str
 		"channel_type":  ch.kind,
 		"team":          s.teamID,
 	}
-	if m.threadTS != "" {
-		ev["thread_ts"] = m.threadTS
-		if p := ch.findMsg(m.threadTS); p != nil {
-			ev["parent_user_id"] = p.user
-		}
-	}
+	s.threadFieldsLocked(ch, m, ev)
 	if len(m.files) > 0 {
 		var fs []map[string]any
 		for _, f := range m.files {
@@ -150,9 +161,84 @@ func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[str
 	for k, v := range extra {
 		ev[k] = v
 	}
+	id := s.sendEventLocked(ev, s.botsIn(ch))
+	s.mentionEventsLocked(ch, m, map[string]any{"client_msg_id": m.clientMsgID})
+	return id
+}
+
+// botMessageEventLocked starts the delivery of the message event of a bot's message
+// (chat.postMessage) to every bot member, its author included, and an app_mention event to each
+// bot it mentions. An app's message carries bot_id, app_id and bot_profile besides the bot
+// user's id, and no subtype ("message" event: bot_id; "Bot users": messages posted with a bot
+// token); the app gets its own messages as events too. s.mu is held.
+func (s *Server) botMessageEventLocked(ch *channelState, m *msgState, b *botState) string {
+	ev := map[string]any{
+		"type":         "message",
+		"channel":      ch.id,
+		"user":         m.user,
+		"bot_id":       b.BotID,
+		"app_id":       b.AppID,
+		"bot_profile":  map[string]any{"id": b.BotID, "app_id": b.AppID, "name": b.Name, "team_id": s.teamID},
+		"text":         m.text,
+		"ts":           m.ts,
+		"event_ts":     m.ts,
+		"channel_type": ch.kind,
+		"team":         s.teamID,
+	}
+	s.threadFieldsLocked(ch, m, ev)
+	id := s.sendEventLocked(ev, s.botsIn(ch))
+	s.mentionEventsLocked(ch, m, map[string]any{"bot_id": b.BotID})
+	return id
+}
+
+// threadFieldsLocked adds a reply's thread_ts and parent_user_id to its event. s.mu is held.
+func (s *Server) threadFieldsLocked(ch *channelState, m *msgState, ev map[string]any) {
+	if m.threadTS != "" {
+		ev["thread_ts"] = m.threadTS
+		if p := ch.findMsg(m.threadTS); p != nil {
+			ev["parent_user_id"] = p.user
+		}
+	}
+}
+
+// mentionEventsLocked sends an app_mention event, an event of its own, to each bot member whose
+// user is mentioned ("<@U…>") in a message outside direct messages ("app_mention": "Messages
+// sent to your app in direct message conversations are not dispatched via app_mention"). A
+// channel message that mentions a bot thus reaches it twice: as a message event and as an
+// app_mention with the same ts. s.mu is held.
+func (s *Server) mentionEventsLocked(ch *channelState, m *msgState, extra map[string]any) {
+	if ch.kind == "im" {
+		return
+	}
+	for _, b := range s.botsIn(ch) {
+		if !strings.Contains(m.text, "<@"+b.UserID+">") {
+			continue
+		}
+		ev := map[string]any{
+			"type":     "app_mention",
+			"user":     m.user,
+			"text":     m.text,
+			"ts":       m.ts,
+			"channel":  ch.id,
+			"event_ts": m.ts,
+			"team":     s.teamID,
+		}
+		if m.threadTS != "" {
+			ev["thread_ts"] = m.threadTS
+		}
+		for k, v := range extra {
+			ev[k] = v
+		}
+		s.sendEventLocked(ev, []*botState{b})
+	}
+}
+
+// sendEventLocked wraps an event in its event_callback for each app in to and starts the
+// deliveries; every app gets the same event_id, which it returns. s.mu is held.
+func (s *Server) sendEventLocked(ev map[string]any, to []*botState) string {
 	id := "Ev" + randID(10)
 	now := s.Now()
-	for _, b := range s.botsIn(ch) {
+	for _, b := range to {
 		body, err := json.Marshal(map[string]any{
 			"token":      b.verification,
 			"team_id":    s.teamID,
@@ -176,6 +262,24 @@ func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[str
 		s.startDeliveryLocked(es, "")
 	}
 	return id
+}
+
+// PostAsBot makes a bot post text in a channel (in the thread of threadTS when it is not ""),
+// as its chat.postMessage would: every bot member gets the message event. It returns the
+// message ts and the event_id.
+func (s *Server) PostAsBot(channel string, bot Bot, text, threadTS string) (ts, eventID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.mustChannel(channel, "PostAsBot")
+	b := s.tokens[bot.Token]
+	if b == nil {
+		panic("slacktest: PostAsBot: unknown bot " + bot.Name)
+	}
+	if threadTS != "" && ch.findMsg(threadTS) == nil {
+		panic(fmt.Sprintf("slacktest: PostAsBot: no message %s in %s", threadTS, ch.id))
+	}
+	m := s.addBotMessageLocked(ch, b, threadTS, text)
+	return m.ts, s.botMessageEventLocked(ch, m, b)
 }
 
 // Redeliver delivers an event again to every app that got it, as a retry: retry_attempt (or

@@ -72,6 +72,7 @@ var methods = func() map[string]methodSpec {
 	for _, spec := range []methodSpec{
 		{"auth.test", (*Server).authTest, tier4, botToken},
 		{"conversations.info", (*Server).conversationsInfo, tier3, botToken},
+		{"users.info", (*Server).usersInfo, tier4, botToken},
 		{"conversations.history", (*Server).conversationsHistory, tier3, botToken},
 		{"conversations.replies", (*Server).conversationsReplies, tier3, botToken},
 		{"chat.postMessage", (*Server).chatPostMessage, perChannel, botToken},

@@ -19,7 +19,7 @@ type Limits struct {
 	// Tier3PerMinute is the budget of Tier 3 methods (chat.update, conversations.info,
 	// conversations.history, conversations.replies). Default 50.
 	Tier3PerMinute int
-	// Tier4PerMinute is the budget of Tier 4 methods (auth.test, chat.appendStream,
+	// Tier4PerMinute is the budget of Tier 4 methods (auth.test, users.info, chat.appendStream,
 	// chat.stopStream, assistant.threads.setStatus, files.getUploadURLExternal,
 	// files.completeUploadExternal). Default 100.
 	Tier4PerMinute int

@@ -39,21 +39,43 @@ func (s *Server) conversationsInfo(q *request) answer {
 		return errAnswer(e)
 	}
 	c := map[string]any{
-		"id":      ch.id,
-		"created": ch.created.Unix(),
-		"is_im":   ch.kind == "im",
+		"id":         ch.id,
+		"created":    ch.created.Unix(),
+		"is_im":      ch.kind == "im",
+		"is_channel": ch.kind == "channel" || ch.kind == "group",
+		"is_group":   false, // only private channels made before March 2021 are groups
+		"is_mpim":    ch.kind == "mpim",
+		"is_private": ch.kind != "channel",
 	}
 	if ch.kind == "im" {
 		c["user"] = ch.members[0].ID
 		c["is_open"] = true
 	} else {
 		c["name"] = ch.name
-		c["is_channel"] = true
-		c["is_private"] = false
 		c["is_member"] = true
 		c["num_members"] = len(ch.members) + len(s.botsIn(ch))
 	}
 	return okAnswer(map[string]any{"channel": c})
+}
+
+// usersInfo answers users.info: the user's id, name, real_name, is_bot and profile
+// (display_name, real_name). An unknown user gets user_not_found.
+func (s *Server) usersInfo(q *request) answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[q.str("user")]
+	if !ok {
+		return errAnswer("user_not_found")
+	}
+	isBot := false
+	for _, b := range s.bots {
+		isBot = isBot || b.UserID == u.ID
+	}
+	return okAnswer(map[string]any{"user": map[string]any{
+		"id": u.ID, "team_id": s.teamID, "name": strings.ToLower(strings.ReplaceAll(u.Name, " ", ".")), "real_name": u.Name,
+		"is_bot": isBot, "deleted": false,
+		"profile": map[string]any{"real_name": u.Name, "display_name": u.Name},
+	}})
 }
 
 // parseMetadata reads the metadata argument {"event_type","event_payload"}.
@@ -117,6 +139,7 @@ func (s *Server) chatPostMessage(q *request) answer {
 	}
 	m := s.addBotMessageLocked(ch, q.bot, threadTS, text)
 	m.metadata = meta
+	s.botMessageEventLocked(ch, m, q.bot)
 	return okAnswer(map[string]any{"channel": ch.id, "ts": m.ts, "message": s.wireMessage(m, true)})
 }
 

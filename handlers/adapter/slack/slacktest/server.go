@@ -274,9 +274,11 @@ func (s *Server) AddUser(name string) User {
 	return u
 }
 
-// AddChannel adds a conversation and returns its id. kind is "im" (a direct message with
-// members[0], id "D…") or "channel" (a public channel, id "C…"). Every bot is a member unless
-// RemoveBot. It panics on an unknown kind or an im without a member (a mistake in the test).
+// AddChannel adds a conversation and returns its id. kind is the message events'
+// channel_type: "im" (a direct message with members[0], id "D…"), "channel" (a public channel,
+// id "C…"), "group" (a private channel, id "C…") or "mpim" (a multi-person direct message, id
+// "G…", as in the "message.mpim" event's example). Every bot is a member unless RemoveBot. It
+// panics on an unknown kind or an im without a member (a mistake in the test).
 func (s *Server) AddChannel(kind, name string, members ...User) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -287,8 +289,10 @@ func (s *Server) AddChannel(kind, name string, members ...User) string {
 			panic("slacktest: AddChannel: an im needs its person as members[0]")
 		}
 		id = "D" + randID(10)
-	case "channel":
+	case "channel", "group":
 		id = "C" + randID(10)
+	case "mpim":
+		id = "G" + randID(10)
 	default:
 		panic(fmt.Sprintf("slacktest: AddChannel: unknown kind %q", kind))
 	}

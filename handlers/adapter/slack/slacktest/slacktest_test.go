@@ -516,3 +516,67 @@ func TestEventsAPISignsAndRetriesFailedDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// "app_mention": a channel message mentioning the bot comes as a message event and as an
+// app_mention with the same ts; in a DM, only the message event. A bot's chat.postMessage makes
+// a message event with bot_id for every bot, its author included.
+func TestMentionsAndBotMessagesMakeEvents(t *testing.T) {
+	w := newWorld(t)
+	w.s.SetSocketMode(true)
+	reqs := runSocket(t, w, func(socketmode.Request) bool { return true })
+	eventually(t, "a socket", func() bool { return w.s.Connections(w.bot.AppToken) == 1 })
+	inner := func(r socketmode.Request) map[string]any {
+		var cb struct{ Event map[string]any }
+		if err := json.Unmarshal(r.Payload, &cb); err != nil {
+			t.Fatal(err)
+		}
+		return cb.Event
+	}
+	ts, _ := w.s.Post(w.gen, w.ann, "<@"+w.bot.UserID+"> hi", "")
+	got := map[string]map[string]any{}
+	for range 2 {
+		ev := inner(<-reqs)
+		got[ev["type"].(string)] = ev
+	}
+	if m, a := got["message"], got["app_mention"]; m == nil || a == nil || m["ts"] != ts || a["ts"] != ts || a["channel"] != w.gen || m["channel_type"] != "channel" {
+		t.Fatalf("events %v", got)
+	}
+	w.s.Post(w.dm, w.ann, "<@"+w.bot.UserID+"> in a DM", "")
+	if ev := inner(<-reqs); ev["type"] != "message" || ev["channel_type"] != "im" {
+		t.Fatalf("DM event %v", ev)
+	}
+	if _, _, err := w.api.PostMessage(w.gen, slack.MsgOptionText("from the bot", false)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := inner(<-reqs); ev["type"] != "message" || ev["bot_id"] != w.bot.BotID || ev["user"] != w.bot.UserID || ev["subtype"] != nil {
+		t.Fatalf("bot message event %v", ev)
+	}
+	select {
+	case r := <-reqs:
+		t.Fatalf("one more event: %v", inner(r))
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// conversations.info tells the conversation types apart; users.info names a person.
+func TestConversationKindsAndUsersInfo(t *testing.T) {
+	w := newWorld(t)
+	for kind, want := range map[string]func(*slack.Channel) bool{
+		"group": func(c *slack.Channel) bool { return c.IsChannel && c.IsPrivate && c.Name == "x" },
+		"mpim":  func(c *slack.Channel) bool { return c.IsMpIM && c.IsPrivate && strings.HasPrefix(c.ID, "G") },
+		"im":    func(c *slack.Channel) bool { return c.IsIM && c.User == w.ann.ID },
+	} {
+		id := w.s.AddChannel(kind, "x", w.ann)
+		c, err := w.api.GetConversationInfo(&slack.GetConversationInfoInput{ChannelID: id})
+		if err != nil || !want(c) {
+			t.Errorf("%s: %+v %v", kind, c, err)
+		}
+	}
+	u, err := w.api.GetUserInfo(w.ann.ID)
+	if err != nil || u.ID != w.ann.ID || u.Profile.DisplayName != "ann" || u.IsBot {
+		t.Fatalf("users.info %+v %v", u, err)
+	}
+	if _, err := w.api.GetUserInfo("UNOBODY"); slackErr(err) != "user_not_found" {
+		t.Fatalf("unknown user: %v", err)
+	}
+}
