@@ -6,6 +6,7 @@
 //	ximctl agent   play xAgent: ack and answer every user message, with failure injection
 //	ximctl tail    print every packet of a channel as it passes through NATS, both ways
 //	ximctl status  channels, pending user messages, failures, stream and consumer lag
+//	ximctl pairings  a bot's pending pairing codes; approve one
 //	ximctl bench   the load tool: deltas/s, finals/s, ack and display latency vs raw JetStream
 //	ximctl conformance  check a running ximd against the IM v2 profile through its edge API
 //
@@ -32,6 +33,7 @@ commands:
   agent    play xAgent: ack every user message and stream an answer (deltas + final)
   tail     print every packet of a channel as it passes through NATS, both ways (read-only)
   status   channels, pending user messages, failures, stream and consumer figures (lag)
+  pairings a bot's pending pairing codes (-bot ID), or approve one (-approve CODE)
   bench    load tool: drive deltas and finals through a ximd edge into a loopback webhook target
   conformance  play xAgent and a webhook target against a running ximd: the IM v2 profile's checklist
 
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTail(ctx, args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(ctx, args[1:], stdout, stderr)
+	case "pairings":
+		err = runPairings(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "conformance":
