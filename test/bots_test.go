@@ -13,6 +13,8 @@ import (
 
 	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/internal/testkit"
+	"github.com/ximd/ximd/pipeline"
+	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -433,5 +435,97 @@ func TestBots_ConcurrentOpeningsAreExactlyOnce(t *testing.T) {
 	}
 	if status, _, _ := e.node.Do(http.MethodGet, "/v1/channels/wb5-u7", nil); status != http.StatusNotFound {
 		t.Fatalf("a deleted bot's channel: %d", status)
+	}
+}
+
+// edge-api §4.1 exactly once across processes: two gateways and two workers on one NATS; 50 new
+// conversations write at once, each message posted to either gateway -> 50 channels, each
+// announced by channel.opened before its first chat.message, no message doubled or lost.
+func TestBots_TwoGatewaysTwoWorkersOpenEachConversationOnce(t *testing.T) {
+	t.Parallel()
+	srv, err := pipeline.StartServer(pipeline.ServerConfig{DataDir: t.TempDir(), Port: -1}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	start := func(role node.Role) *testkit.Node {
+		n, err := testkit.StartNode(testkit.NodeOptions{DataDir: t.TempDir(), Mutate: func(c *node.Config) {
+			c.Role, c.NATSURL = role, srv.ClientURL()
+			fastAcks(c)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Stop() })
+		return n
+	}
+	start(node.RoleWorker)
+	start(node.RoleWorker)
+	gws := []*testkit.Node{start(node.RoleGateway), start(node.RoleGateway)}
+	tg, err := testkit.NewTarget("s3cr3t-mw", testkit.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	e := &env{t: t, node: gws[0], target: tg}
+	if status, body := e.putBot("mw", map[string]any{"direct": "open", "max_per_minute": 1000}, nil); status != http.StatusOK {
+		t.Fatalf("PUT bot: %d %v", status, body)
+	}
+	e.connect()
+	const convs, each = 50, 3
+	var wg sync.WaitGroup
+	for c := range convs {
+		for m := range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g := &env{t: t, node: gws[(c+m)%2], target: tg}
+				conv := fmt.Sprint("p", c)
+				if status, body := g.postBot("mw", botPost{Conv: conv, Sender: conv, TargetMessageID: fmt.Sprint(conv, "-", m), Text: fmt.Sprint(m)}); status != http.StatusAccepted {
+					t.Errorf("post: %d %v", status, body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	announced := map[string]bool{}
+	seen := map[string]bool{}
+	for len(seen) < convs*each {
+		env, err := e.agent.Next(wait)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(seen), err)
+		}
+		switch env.Type {
+		case profile.TypeChannelOpened:
+			announced[env.ChannelID] = true
+		case profile.TypeMessage:
+			if !announced[env.ChannelID] {
+				t.Fatalf("chat.message on %s before its channel.opened", env.ChannelID)
+			}
+			var m profile.Message
+			_ = json.Unmarshal(env.Payload, &m)
+			seen[env.ChannelID+"/"+m.Text] = true
+			ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
+		}
+	}
+	if len(announced) != convs {
+		t.Fatalf("%d channels announced, want %d", len(announced), convs)
+	}
+	status, b, _ := gws[1].Do(http.MethodGet, "/v1/channels?limit=1000", nil)
+	var list struct {
+		Channels []struct {
+			ID  string `json:"connector_channel_id"`
+			Bot string `json:"bot"`
+		} `json:"channels"`
+	}
+	_ = json.Unmarshal(b, &list)
+	n := 0
+	for _, ch := range list.Channels {
+		if ch.Bot == "mw" {
+			n++
+		}
+	}
+	if status != 200 || n != convs {
+		t.Fatalf("%d channels of the bot listed (status %d), want %d", n, status, convs)
 	}
 }
