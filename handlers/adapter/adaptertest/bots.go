@@ -91,7 +91,9 @@ func admitted(t *testing.T, feed *Feed, b adapter.Bot, kind adapter.Conversation
 	var got adapter.Arrival
 	eventually(t, "the message in its conversation's channel: "+want, func() bool {
 		for _, a := range feed.Arrivals() {
-			if a.Conversation.Kind != kind {
+			// A refused arrival of the same conversation (chatter without a mention) shares
+			// the channel id: only an admitted one is the message's.
+			if a.Conversation.Kind != kind || b.Conversations.Decide(a).Refused != "" {
 				continue
 			}
 			if in := feed.InboxOf(a.Conversation.ChannelID(b.ID)); in != nil {
