@@ -157,3 +157,225 @@ func TestMatrix_Bots(t *testing.T) {
 		}
 	})
 }
+
+// until polls cond every 20 ms for up to 20 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runPoll runs a.Poll(feed) until the test ends or the returned stop is called.
+func runPoll(t *testing.T, a *matrix.Adapter, feed *adaptertest.Feed) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Poll(ctx, feed) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("Poll: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newBot(t *testing.T, cfg json.RawMessage, policy string) adapter.Bot {
+	t.Helper()
+	p, err := adapter.ParsePolicy(json.RawMessage(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adapter.Bot{ID: fmt.Sprintf("mxbot%d", accounts.Add(1)), Target: adapter.Binding{Adapter: matrix.Name, Config: cfg},
+		Connection: adapter.Connection{TargetType: "im", Profiles: []string{"xagent.im.v2"}}, Conversations: p, OpenedAt: time.Now().UnixMilli()}
+}
+
+func joinedRooms(t *testing.T, u *dendrite.User) map[id.RoomID]bool {
+	t.Helper()
+	resp, err := u.Client.JoinedRooms(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[id.RoomID]bool{}
+	for _, r := range resp.JoinedRooms {
+		out[r] = true
+	}
+	return out
+}
+
+// edge-api §7.2.1 Bot: the bot joins a room it is invited to when its policy admits the inviter
+// (direct: the inviter as a direct message's author; group: groups not closed, allow_groups
+// naming the room), never an encrypted one, and leaves the others invited.
+func TestMatrix_BotJoinsTheInvitationsItsPolicyAdmits(t *testing.T) {
+	s := dendrite.Start(t, dendrite.Options{})
+	bot := newBotAccount(t, s)
+	alice, bob := register(t, s, "alice"), register(t, s, "bob")
+	ctx := context.Background()
+	allowed, _ := alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "allowed"})
+	other, _ := bob.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "other"})
+	policy := fmt.Sprintf(`{"direct": "allowlist", "allow_users": [%q], "groups": "mention", "allow_groups": [%q]}`, alice.ID, allowed.RoomID)
+	feed := adaptertest.NewFeed(adaptertest.NewFiles())
+	feed.AddBot(newBot(t, botConfig(s, bot), policy))
+	a := matrix.New(matrix.Options{SyncTimeout: 100 * time.Millisecond})
+	runPoll(t, a, feed)
+	encrypted, err := alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "trusted_private_chat", IsDirect: true, Invite: []id.UserID{bot.ID},
+		InitialState: []*event.Event{{Type: event.StateEncryption, StateKey: new(""), Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerDM := directRoom(t, bob, bot.ID)
+	for _, r := range []id.RoomID{allowed.RoomID, other.RoomID} {
+		owner := map[id.RoomID]*dendrite.User{allowed.RoomID: alice, other.RoomID: bob}[r]
+		if _, err := owner.Client.InviteUser(ctx, r, &mautrix.ReqInviteUser{UserID: bot.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aliceDM := directRoom(t, alice, bot.ID)
+	until(t, "the bot joins alice's direct room and the allowed group", func() bool {
+		j := joinedRooms(t, bot)
+		return j[aliceDM] && j[allowed.RoomID]
+	})
+	// A marker written after the joins is read by a later sync than every invitation's.
+	if _, err := alice.Client.SendText(ctx, aliceDM, "marker"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the marker read", func() bool { return len(feed.Arrivals()) == 1 })
+	j := joinedRooms(t, bot)
+	for name, r := range map[string]id.RoomID{"a stranger's direct room (allowlist)": strangerDM, "a group allow_groups does not name": other.RoomID, "an encrypted room": encrypted.RoomID} {
+		if j[r] {
+			t.Errorf("the bot joined %s", name)
+		}
+	}
+	// A direct room the bot joined is in its m.direct, so it stays direct when others join.
+	var direct event.DirectChatsEventContent
+	if err := bot.Client.GetAccountData(ctx, event.AccountDataDirectChats.Type, &direct); err != nil || len(direct[alice.ID]) != 1 || direct[alice.ID][0] != aliceDM {
+		t.Fatalf("the bot's m.direct: %v %v", direct, err)
+	}
+}
+
+// edge-api §7.2.1 Bot: a room of two is direct even without is_direct, titled with the person's
+// name; in a group, a reply to the bot's message and the bot's user id in the body are mentions,
+// removed (with the reply's quoted fallback) from the text.
+func TestMatrix_BotKindsAndMentions(t *testing.T) {
+	s := dendrite.Start(t, dendrite.Options{})
+	bot := newBotAccount(t, s)
+	alice, bob := register(t, s, "alice"), register(t, s, "bob")
+	ctx := context.Background()
+	files := adaptertest.NewFiles()
+	b := newBot(t, botConfig(s, bot), `{"direct": "open", "groups": "mention"}`)
+	feed := adaptertest.NewFeed(files)
+	feed.AddBot(b)
+	a := matrix.New(matrix.Options{Common: adapter.Common{Files: files}, SyncTimeout: 100 * time.Millisecond})
+	runPoll(t, a, feed)
+
+	// Two members, no is_direct: direct.
+	two, _ := alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{bot.ID}})
+	waitJoined(t, alice, two.RoomID, bot.ID)
+	if _, err := alice.Client.SendText(ctx, two.RoomID, "just us two"); err != nil {
+		t.Fatal(err)
+	}
+	conv := adapter.Conversation{Kind: adapter.Direct, ID: string(two.RoomID)}
+	until(t, "the message of the room of two in a direct channel", func() bool {
+		in := feed.InboxOf(conv.ChannelID(b.ID))
+		return in != nil && len(in.Messages()) == 1 && in.Messages()[0].Text == "just us two"
+	})
+	if arr := feed.Arrivals()[0]; arr.Conversation.Title != alice.ID.Localpart() || arr.Author.DisplayName != alice.ID.Localpart() {
+		t.Fatalf("arrival %+v: want titled with alice's display name", arr)
+	}
+
+	// A group: the bot's message, then replies.
+	group := groupRoom(t, alice, bot.ID, bob)
+	waitJoined(t, alice, group, bot.ID)
+	cfg, _ := a.Bind(b.Target.Config, adapter.Conversation{ID: string(group)})
+	tg, err := a.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said, err := tg.Send(ctx, adapter.Message{Text: "I am here", Final: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range []map[string]any{
+		{"msgtype": "m.text", "body": "> <" + string(bot.ID) + "> I am here\n\nthanks, and the weather?",
+			"m.relates_to": map[string]any{"m.in_reply_to": map[string]any{"event_id": said}}},
+		{"msgtype": "m.text", "body": "chatter between people"},
+		{"msgtype": "m.text", "body": "hey " + string(bot.ID) + " what time is it?"},
+	} {
+		if _, err := bob.Client.SendMessageEvent(ctx, group, event.EventMessage, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gconv := adapter.Conversation{Kind: adapter.Group, ID: string(group)}
+	until(t, "the two mentions in the group's channel", func() bool {
+		in := feed.InboxOf(gconv.ChannelID(b.ID))
+		return in != nil && len(in.Messages()) == 2
+	})
+	got := feed.InboxOf(gconv.ChannelID(b.ID)).Messages()
+	if got[0].Text != "thanks, and the weather?" || got[1].Text != "hey what time is it?" {
+		t.Fatalf("group messages %q, %q", got[0].Text, got[1].Text)
+	}
+	if n := feed.Refused(adapter.RefusedNotMentioned); n != 1 {
+		t.Fatalf("refused not_mentioned %d times, want 1", n)
+	}
+}
+
+// A channel PUT on an account whose sync loop already runs (for a bot) is served by that loop,
+// its room read back from its binding on: a message the loop read before it served the room is
+// not lost.
+func TestMatrix_ChannelJoiningARunningAccountLoopIsReadBack(t *testing.T) {
+	s := dendrite.Start(t, dendrite.Options{})
+	bot := newBotAccount(t, s)
+	alice := register(t, s, "alice")
+	room := s.Room(t, bot, false, alice)
+	b := newBot(t, botConfig(s, bot), `{"direct": "closed", "groups": "closed"}`)
+	a := matrix.New(matrix.Options{SyncTimeout: 100 * time.Millisecond})
+	files := adaptertest.NewFiles()
+	before := adaptertest.NewFeed(files)
+	before.AddBot(b)
+	stop := runPoll(t, a, before)
+	cfg, _ := a.Bind(b.Target.Config, adapter.Conversation{ID: string(room)})
+	ch := adapter.Channel{ID: "put1", Connection: b.Connection, Target: adapter.Binding{Adapter: matrix.Name, Config: cfg}, OpenedAt: time.Now().UnixMilli()}
+	if a.PollKey(ch) != a.PollKey(adapter.Channel{ID: b.ID, Target: adapter.Binding{Adapter: matrix.Name, Config: must(a.Bind(b.Target.Config, adapter.Conversation{}))}}) {
+		t.Fatal("the channel's poll key is not its account's")
+	}
+	if _, err := alice.Client.SendText(context.Background(), room, "said while only the bot listened"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the bot's loop read it (refused)", func() bool { return before.Refused(adapter.RefusedDirectClosed) == 1 })
+	// A marker read by a later sync: the position saved is past the first message.
+	if _, err := alice.Client.SendText(context.Background(), room, "marker"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the marker read", func() bool { return before.Refused(adapter.RefusedDirectClosed) == 2 })
+	stop()
+	after := adaptertest.NewFeed(files, ch)
+	after.AddBot(b)
+	cursor, _ := before.Cursor(context.Background())
+	after.SetCursor(cursor)
+	runPoll(t, a, after)
+	until(t, "both messages in the PUT channel", func() bool { return len(after.InboxOf("put1").Messages()) == 2 })
+	if m := after.InboxOf("put1").Messages(); m[0].Text != "said while only the bot listened" || m[1].Text != "marker" {
+		t.Fatalf("PUT channel got %+v", m)
+	}
+	if len(after.Arrivals()) != 0 {
+		t.Fatalf("the bot admitted %+v from a room a channel PUT binds", after.Arrivals())
+	}
+}
+
+func must(raw json.RawMessage, err error) json.RawMessage {
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
