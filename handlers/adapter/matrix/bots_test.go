@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -378,4 +379,35 @@ func must(raw json.RawMessage, err error) json.RawMessage {
 		panic(err)
 	}
 	return raw
+}
+
+// A bot's config names no room; Bind names one (a placeholder without a conversation), and the
+// bot's poll key is its account's, as a channel's on that account is; the key of a room is the
+// one docs/adapters/matrix.md shows.
+func TestMatrix_BotBindsRoomsOfItsAccount(t *testing.T) {
+	a := matrix.New(matrix.Options{})
+	if got := a.ConversationKeys(); len(got) != 1 || got[0] != "room_id" {
+		t.Fatalf("ConversationKeys %v", got)
+	}
+	bot := json.RawMessage(`{"homeserver": "https://matrix.example.org", "access_token": "syt_SECRET", "streaming": "none"}`)
+	key := func(cfg json.RawMessage) string {
+		return a.PollKey(adapter.Channel{ID: "x", Target: adapter.Binding{Adapter: matrix.Name, Config: cfg}})
+	}
+	placeholder := must(a.Bind(bot, adapter.Conversation{}))
+	if _, err := a.Open(placeholder); err != nil {
+		t.Fatalf("the placeholder binding does not open: %v", err)
+	}
+	room := must(a.Bind(bot, adapter.Conversation{Kind: adapter.Group, ID: "!abc:example.org"}))
+	var c map[string]any
+	_ = json.Unmarshal(room, &c)
+	if c["room_id"] != "!abc:example.org" || c["streaming"] != "none" {
+		t.Fatalf("bound config %s", room)
+	}
+	other := must(a.Bind(json.RawMessage(`{"homeserver": "https://matrix.example.org", "access_token": "syt_OTHER"}`), adapter.Conversation{ID: "!abc:example.org"}))
+	if k := key(placeholder); k == "" || k != key(room) || k == key(other) || strings.Contains(k, "SECRET") {
+		t.Fatalf("poll keys %q %q %q", k, key(room), key(other))
+	}
+	if got := (adapter.Conversation{ID: "!abc:example.org"}).ChannelID("helper"); got != "helper-h_t323bmloixk7bpw45ta4zx2v5b" {
+		t.Fatalf("channel id %s (docs/adapters/matrix.md shows helper-h_t323bmloixk7bpw45ta4zx2v5b)", got)
+	}
 }
