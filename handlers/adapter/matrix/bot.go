@@ -98,7 +98,7 @@ func (s *syncer) invited(ctx context.Context, room id.RoomID, inv *mautrix.SyncI
 		return err
 	})
 	if err != nil {
-		if _, again := adapter.RetryAfterOf(err); again || isCode(err, profile.CodeTargetUnavailable) {
+		if transient(err) {
 			return err // read again
 		}
 		log.Warn("matrix_join_failed", "err", err)
@@ -123,9 +123,13 @@ func invitable(p adapter.Policy, kind adapter.ConversationKind, room, inviter st
 	return p.Groups != adapter.GroupsClosed && (len(p.AllowGroups) == 0 || slices.Contains(p.AllowGroups, room))
 }
 
-func isCode(err error, code string) bool {
+// transient reports whether a call's failure may pass when made again (a rate limit, the
+// homeserver unavailable): the sync's batch is then read again; any other (the room is gone, the
+// bot was removed from it) will not, and the event is skipped.
+func transient(err error) bool {
 	var pe *profile.Error
-	return errors.As(err, &pe) && pe.Code == code
+	_, again := adapter.RetryAfterOf(err)
+	return again || !errors.As(err, &pe) || pe.Code == profile.CodeTargetUnavailable
 }
 
 // botEvents passes each message event of room (a room no channel PUT binds) to the feed's bots:
@@ -151,7 +155,11 @@ func (s *syncer) botEvents(ctx context.Context, room id.RoomID, events []*event.
 		}
 		info, err := s.acc.room(ctx, room)
 		if err != nil {
-			return err
+			if transient(err) {
+				return err
+			}
+			s.log.Warn("matrix_room_unreadable", "room", room, "event_id", ev.ID, "err", err)
+			continue
 		}
 		if info.encrypted {
 			s.log.Warn("matrix_room_encrypted", "room", room, "event_id", ev.ID)
@@ -209,10 +217,10 @@ func (s *syncer) arrival(ctx context.Context, room id.RoomID, ev *event.Event, c
 				}
 				return err
 			})
-			if err != nil {
+			if err != nil && transient(err) {
 				return adapter.Arrival{}, err
 			}
-			mentioned = replied != nil && replied.Sender == s.user
+			mentioned = err == nil && replied != nil && replied.Sender == s.user
 		}
 	}
 	if text {
