@@ -131,8 +131,10 @@ type account struct {
 
 	mu      sync.Mutex
 	userID  id.UserID
-	paused  time.Time            // no call before this: the server said M_LIMIT_EXCEEDED
-	filters map[id.RoomID]string // sync filter per polled room
+	paused  time.Time               // no call before this: the server said M_LIMIT_EXCEEDED
+	filters map[string]string       // sync filter ids by their JSON
+	direct  map[id.RoomID]bool      // the account's m.direct rooms (bots)
+	rooms   map[id.RoomID]*roomInfo // what a bot knows of a room, until it changes
 }
 
 func (a *Adapter) account(c *config) (*account, error) {

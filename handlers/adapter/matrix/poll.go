@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -23,8 +23,8 @@ import (
 const (
 	// SyncTimeout is how long one /sync long-poll waits for news (Options.SyncTimeout).
 	SyncTimeout = 30 * time.Second
-	// syncTimelineLimit bounds the events one /sync returns; a gap beyond it is read back with
-	// /messages, so none is skipped.
+	// syncTimelineLimit bounds the events one /sync returns per room; a gap beyond it is read
+	// back with /messages, so none is skipped.
 	syncTimelineLimit = 100
 )
 
@@ -37,126 +37,319 @@ func MessageIDOf(eventID id.EventID) string {
 	return "mx_" + hex.EncodeToString(sum[:16])
 }
 
-// PollKey implements adapter.Poller: each channel syncs its own room (its key is its id), so a
-// room bound or re-bound starts its own position and nothing else's.
-func (a *Adapter) PollKey(ch adapter.Channel) string { return ch.ID }
+// PollKey implements adapter.Poller: every channel and bot of one account (homeserver and access
+// token) shares the account's /sync loop, "mx_" and a digest of the two (never the token).
+func (a *Adapter) PollKey(ch adapter.Channel) string {
+	return a.PollKeyOf(ch, func(*config) bool { return true }, (*config).accountKey)
+}
 
-// Poll implements adapter.Poller: /sync long-polls filtered to the channel's room, from the sync
-// token in the feed's cursor (the first poll of a channel takes what was said from its binding
-// on, adapter.BindGrace included: before it, the room was not the agent's). Each message event of someone other than the bot becomes a
-// user message, its media copied into the Transfer Plane; the token is saved after the events
-// before it are submitted, so a restart replays at most the last batch, which the message_id
-// makes one message each.
-func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	if n := len(feed.Channels()); n != 1 {
-		return fmt.Errorf("matrix: a poll key serves one channel, not %d", n)
+// accountKey names the account's sync loop (and its position in KV xim_cursors).
+func (c *config) accountKey() string {
+	sum := sha256.Sum256([]byte(c.homeserver + "\x00" + c.accessToken))
+	return "mx_" + hex.EncodeToString(sum[:16])
+}
+
+// position is the feed's cursor: the sync token, and the rooms of the channels PUT that were
+// served when it was saved (a channel's room not among them is read back from its binding on).
+// A cursor that is not a JSON object is a bare sync token.
+type position struct {
+	Since string      `json:"since"`
+	Rooms []id.RoomID `json:"rooms,omitempty"`
+}
+
+func parsePosition(cursor string) position {
+	var p position
+	if !strings.HasPrefix(cursor, "{") || json.Unmarshal([]byte(cursor), &p) != nil {
+		return position{Since: cursor}
 	}
-	p, _, err := a.StartPoll(feed)
-	if err != nil {
+	return p
+}
+
+// Poll implements adapter.Poller: one /sync long-poll loop per account, from the sync token in
+// the feed's cursor. Each message event in the room of a channel PUT, from someone other than
+// the account, becomes a user message of that channel (what was said from its binding on,
+// adapter.BindGrace included: before it, the room was not the agent's), its media copied into
+// the Transfer Plane. With bots, the sync sees every room of the account: an invitation is
+// accepted when a bot's policy admits the inviter, and a message in a room no channel PUT binds
+// goes to the bots' Admit (bot.go). The cursor is saved after the events before it are
+// submitted, so a restart replays at most the last batch, which the message_id makes one
+// message each.
+func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
+	c, err := a.pollAccount(feed)
+	if c == nil || err != nil {
 		return err
 	}
-	ch, c := p.Channels[0], p.Account
-	in := feed.Inbox(ch.ID)
 	acc, err := a.account(c)
 	if err != nil {
 		return err
 	}
-	room := id.RoomID(c.roomID)
-	bot, err := acc.user(ctx)
+	user, err := acc.user(ctx)
 	if err != nil {
 		return mapErr("whoami", err)
 	}
-	filter, err := acc.roomFilter(ctx, room)
+	s := &syncer{a: a, acc: acc, feed: feed, user: user, bots: feed.Bots(), rooms: map[id.RoomID][]adapter.Channel{},
+		log: a.Logger.With("poll_key", c.accountKey())}
+	for _, ch := range feed.Channels() {
+		cc, err := parseConfig(ch.Target.Config)
+		if err != nil {
+			return err
+		}
+		s.rooms[id.RoomID(cc.roomID)] = append(s.rooms[id.RoomID(cc.roomID)], ch)
+	}
+	filter, err := acc.filter(ctx, s.filter())
 	if err != nil {
 		return err
 	}
-	since, err := feed.Cursor(ctx)
+	cursor, err := feed.Cursor(ctx)
 	if err != nil {
 		return err
 	}
-	log := a.Logger.With("channel", ch.ID)
+	pos := parsePosition(cursor)
+	since := pos.Since
 	if since == "" {
-		// The channel's first poll: what was said from its binding on is the agent's, the
-		// initial sync's timeline read back as far as that.
+		// The first poll of the account: the initial sync's timelines, read back as far as each
+		// room's channels (or bots) go.
 		resp, err := acc.sync(ctx, 0, "", filter)
 		if err != nil {
 			return err
 		}
-		from := ch.Since()
-		var events []*event.Event
-		if joined := resp.Rooms.Join[room]; joined != nil {
-			events = joined.Timeline.Events
-			if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
-				back, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, "", from)
-				if err != nil {
-					return err
-				}
-				events = append(back, events...)
-			}
-		}
-		for _, ev := range events {
-			if ev.Sender == bot || ev.Type != event.EventMessage || ev.Timestamp < from {
-				continue
-			}
-			if err := a.receive(ctx, acc, ev, in, log); err != nil {
-				return err
-			}
-		}
-		if err := feed.SaveCursor(ctx, resp.NextBatch); err != nil {
+		if err := s.handle(ctx, resp, ""); err != nil {
 			return err
 		}
 		since = resp.NextBatch
+	} else {
+		// Channels bound since the position was saved: their rooms from their binding on (what
+		// the sync brings again is one message by its message_id).
+		for room, chans := range s.rooms {
+			if slices.Contains(pos.Rooms, room) {
+				continue
+			}
+			back, err := acc.gap(ctx, room, "", "", earliest(chans))
+			if err != nil {
+				return err
+			}
+			if err := s.channelEvents(ctx, chans, back); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.save(ctx, since); err != nil {
+		return err
 	}
 	for {
 		resp, err := acc.sync(ctx, a.sync, since, filter)
 		if err != nil {
 			return err
 		}
-		var events []*event.Event
-		if joined := resp.Rooms.Join[room]; joined != nil { // nil: nothing new in the room
-			events = joined.Timeline.Events
-			if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
-				gap, err := acc.gap(ctx, room, joined.Timeline.PrevBatch, since, 0)
-				if err != nil {
-					return err
-				}
-				events = append(gap, events...)
-			}
+		if err := s.handle(ctx, resp, since); err != nil {
+			return err
 		}
-		for _, ev := range events {
-			if ev.Sender == bot || ev.Type != event.EventMessage {
-				continue
-			}
-			if err := a.receive(ctx, acc, ev, in, log); err != nil {
-				return err
-			}
-		}
-		if err := feed.SaveCursor(ctx, resp.NextBatch); err != nil {
+		if err := s.save(ctx, resp.NextBatch); err != nil {
 			return err
 		}
 		since = resp.NextBatch
 	}
 }
 
-// receive submits the user message of one event (edits, redactions and unknown kinds are not
-// messages). A message the profile refuses is logged and skipped; any other failure is returned
-// (the batch is read again).
-func (a *Adapter) receive(ctx context.Context, acc *account, ev *event.Event, in adapter.Inbox, log *slog.Logger) error {
-	var c struct {
-		MsgType   string `json:"msgtype"`
-		Body      string `json:"body"`
-		Filename  string `json:"filename"`
-		URL       string `json:"url"`
-		RelatesTo *struct {
-			RelType string `json:"rel_type"`
-		} `json:"m.relates_to"`
-		Info struct {
-			MimeType string `json:"mimetype"`
-		} `json:"info"`
+// pollAccount is the account config of feed: its first channel's, else its first bot's (nil:
+// nothing to poll).
+func (a *Adapter) pollAccount(feed adapter.Feed) (*config, error) {
+	if chans := feed.Channels(); len(chans) > 0 {
+		return parseConfig(chans[0].Target.Config)
 	}
+	if bots := feed.Bots(); len(bots) > 0 {
+		bound, err := a.Bind(bots[0].Target.Config, adapter.Conversation{})
+		if err != nil {
+			return nil, err
+		}
+		return parseConfig(bound)
+	}
+	return nil, nil
+}
+
+// earliest is the earliest Since of chans (Unix ms).
+func earliest(chans []adapter.Channel) int64 {
+	from := chans[0].Since()
+	for _, ch := range chans[1:] {
+		from = min(from, ch.Since())
+	}
+	return from
+}
+
+// syncer is one Poll's state: the account, the rooms of its channels PUT, its bots.
+type syncer struct {
+	a     *Adapter
+	acc   *account
+	feed  adapter.Feed
+	user  id.UserID
+	bots  []adapter.Bot
+	rooms map[id.RoomID][]adapter.Channel
+	log   *slog.Logger
+}
+
+// filter is the account's sync filter: message events of the channels' rooms; with bots, of
+// every room, with what tells a room's kind (members, name, encryption, m.direct).
+func (s *syncer) filter() *mautrix.Filter {
+	none := &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}}
+	if len(s.bots) == 0 {
+		rooms := make([]id.RoomID, 0, len(s.rooms))
+		for r := range s.rooms {
+			rooms = append(rooms, r)
+		}
+		slices.Sort(rooms)
+		return &mautrix.Filter{
+			AccountData: none, Presence: none,
+			Room: &mautrix.RoomFilter{
+				Rooms:    rooms,
+				Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Limit: syncTimelineLimit},
+				State:    none, Ephemeral: none, AccountData: none,
+			},
+		}
+	}
+	kinds := []event.Type{event.StateMember, event.StateRoomName, event.StateEncryption}
+	return &mautrix.Filter{
+		AccountData: &mautrix.FilterPart{Types: []event.Type{event.AccountDataDirectChats}}, Presence: none,
+		Room: &mautrix.RoomFilter{
+			Timeline: &mautrix.FilterPart{Types: append([]event.Type{event.EventMessage}, kinds...), Limit: syncTimelineLimit},
+			State:    &mautrix.FilterPart{Types: kinds}, Ephemeral: none, AccountData: none,
+		},
+	}
+}
+
+// save saves the position since, with the rooms of the feed's channels.
+func (s *syncer) save(ctx context.Context, since string) error {
+	p := position{Since: since}
+	for r := range s.rooms {
+		p.Rooms = append(p.Rooms, r)
+	}
+	slices.Sort(p.Rooms)
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.feed.SaveCursor(ctx, string(b))
+}
+
+// handle passes on what one sync brought (since "": the initial sync): m.direct, invitations,
+// and each joined room's message events, a limited timeline's gap read back first.
+func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, since string) error {
+	if len(s.bots) > 0 {
+		for _, ev := range resp.AccountData.Events {
+			if ev.Type == event.AccountDataDirectChats {
+				s.acc.setDirect(ev.Content.VeryRaw)
+			}
+		}
+		for room, inv := range resp.Rooms.Invite {
+			if err := s.invited(ctx, room, inv); err != nil {
+				return err
+			}
+		}
+	}
+	for room, joined := range resp.Rooms.Join {
+		chans, bound := s.rooms[room]
+		if !bound && len(s.bots) == 0 {
+			continue
+		}
+		for _, ev := range slices.Concat(joined.State.Events, joined.Timeline.Events) {
+			if ev.Type != event.EventMessage {
+				s.acc.forget(room) // members, name or encryption changed
+			}
+		}
+		events := joined.Timeline.Events
+		if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
+			var notBefore int64
+			if since == "" {
+				notBefore = s.botsSince()
+				if bound {
+					notBefore = earliest(chans)
+				}
+			}
+			gap, err := s.acc.gap(ctx, room, joined.Timeline.PrevBatch, since, notBefore)
+			if err != nil {
+				return err
+			}
+			events = append(gap, events...)
+		}
+		var err error
+		if bound {
+			err = s.channelEvents(ctx, chans, events)
+		} else {
+			err = s.botEvents(ctx, room, events)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// botsSince is the earliest time a bot of the feed takes messages from (Unix ms).
+func (s *syncer) botsSince() int64 {
+	from := s.bots[0].OpenedAt
+	for _, b := range s.bots[1:] {
+		from = min(from, b.OpenedAt)
+	}
+	return from - adapter.BindGrace.Milliseconds()
+}
+
+// channelEvents submits the user messages of events to each of chans (the channels PUT of their
+// room), those written before a channel's binding left out.
+func (s *syncer) channelEvents(ctx context.Context, chans []adapter.Channel, events []*event.Event) error {
+	for _, ev := range events {
+		if ev.Sender == s.user || ev.Type != event.EventMessage {
+			continue
+		}
+		c, ok := contentOf(ev)
+		if !ok {
+			continue
+		}
+		for _, ch := range chans {
+			if ch.Predates(ev.Timestamp) {
+				continue
+			}
+			if err := s.a.receive(ctx, s.acc, ev, c, s.feed.Inbox(ch.ID), s.log.With("channel", ch.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// msgContent is what a user message is made of in an m.room.message event.
+type msgContent struct {
+	MsgType   string `json:"msgtype"`
+	Body      string `json:"body"`
+	Filename  string `json:"filename"`
+	URL       string `json:"url"`
+	RelatesTo *struct {
+		RelType   string `json:"rel_type"`
+		InReplyTo *struct {
+			EventID id.EventID `json:"event_id"`
+		} `json:"m.in_reply_to"`
+	} `json:"m.relates_to"`
+	Mentions *struct {
+		UserIDs []id.UserID `json:"user_ids"`
+	} `json:"m.mentions"`
+	XimdKey string `json:"org.ximd.idempotency_key"`
+	Info    struct {
+		MimeType string `json:"mimetype"`
+	} `json:"info"`
+}
+
+// contentOf is the content of a message event; false for an edit (m.replace), which is not a
+// message of its own.
+func contentOf(ev *event.Event) (*msgContent, bool) {
+	var c msgContent
 	if json.Unmarshal(ev.Content.VeryRaw, &c) != nil || (c.RelatesTo != nil && c.RelatesTo.RelType == "m.replace") {
-		return nil
+		return nil, false
 	}
+	return &c, true
+}
+
+// receive submits the user message of one event's content (redactions and unknown kinds are
+// not messages). A message the profile refuses is logged and skipped; any other failure is
+// returned (the batch is read again).
+func (a *Adapter) receive(ctx context.Context, acc *account, ev *event.Event, c *msgContent, in adapter.Inbox, log *slog.Logger) error {
 	msgID := MessageIDOf(ev.ID)
 	if seen, err := in.Seen(ctx, msgID); err != nil || seen {
 		return err
@@ -227,25 +420,21 @@ func fileType(t event.MessageType) string {
 	return "file"
 }
 
-// roomFilter returns the id of the account's sync filter for room (created once per room).
-func (acc *account) roomFilter(ctx context.Context, room id.RoomID) (string, error) {
+// filter returns the id of the account's sync filter f (created once per filter).
+func (acc *account) filter(ctx context.Context, f *mautrix.Filter) (string, error) {
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return "", err
+	}
+	key := string(raw)
 	acc.mu.Lock()
-	fid, ok := acc.filters[room]
+	fid, ok := acc.filters[key]
 	acc.mu.Unlock()
 	if ok {
 		return fid, nil
 	}
-	none := &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}}
-	f := &mautrix.Filter{
-		AccountData: none, Presence: none,
-		Room: &mautrix.RoomFilter{
-			Rooms:    []id.RoomID{room},
-			Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Limit: syncTimelineLimit},
-			State:    none, Ephemeral: none, AccountData: none,
-		},
-	}
 	var resp *mautrix.RespCreateFilter
-	err := acc.call("filter", func() error {
+	err = acc.call("filter", func() error {
 		var err error
 		resp, err = acc.cli.CreateFilter(ctx, f)
 		return err
@@ -255,9 +444,9 @@ func (acc *account) roomFilter(ctx context.Context, room id.RoomID) (string, err
 	}
 	acc.mu.Lock()
 	if acc.filters == nil {
-		acc.filters = map[id.RoomID]string{}
+		acc.filters = map[string]string{}
 	}
-	acc.filters[room] = resp.FilterID
+	acc.filters[key] = resp.FilterID
 	acc.mu.Unlock()
 	return resp.FilterID, nil
 }
@@ -272,7 +461,7 @@ func (acc *account) sync(ctx context.Context, timeout time.Duration, since, filt
 	return resp, err
 }
 
-// gap reads the room's message events back from a limited sync's prev_batch to the token to
+// gap reads the room's message events back from from ("": the room's newest) to the token to
 // (or, with to "", to the first event older than notBefore, Unix ms), oldest first.
 func (acc *account) gap(ctx context.Context, room id.RoomID, from, to string, notBefore int64) ([]*event.Event, error) {
 	var out []*event.Event
