@@ -188,15 +188,26 @@ func (r *Registry) Lookup(ctx context.Context, id string) (adapter.Channel, bool
 
 // List returns every open channel (from memory), sorted by id.
 func (r *Registry) List() []adapter.Channel {
-	var out []adapter.Channel
+	var raw []adapter.Channel
+	var fill func(adapter.Channel) (adapter.Channel, bool)
 	r.indexed(func(ids []string) {
-		out = make([]adapter.Channel, 0, len(ids))
+		raw, fill = make([]adapter.Channel, 0, len(ids)), r.fill
 		for _, id := range ids {
-			if ch, ok := r.filled(r.byID[id].channel(id), r.fill); ok {
-				out = append(out, ch)
-			}
+			raw = append(raw, r.byID[id].channel(id))
 		}
 	})
+	return r.fillAll(raw, fill)
+}
+
+// fillAll completes the bot's channels of raw (outside the lock: a fill may read the bot's
+// bucket), leaving out those whose bot is gone.
+func (r *Registry) fillAll(raw []adapter.Channel, fill func(adapter.Channel) (adapter.Channel, bool)) []adapter.Channel {
+	out := raw[:0]
+	for _, ch := range raw {
+		if ch, ok := r.filled(ch, fill); ok {
+			out = append(out, ch)
+		}
+	}
 	return out
 }
 
@@ -241,6 +252,7 @@ func (r *Registry) BotChannelCount(bot string) int {
 // on the last page. after need not be open (a channel closed between two pages does not break the
 // listing); limit must be positive. It costs a binary search plus the page, not the whole registry.
 func (r *Registry) Page(after string, limit int) (page []adapter.Channel, next string) {
+	var fill func(adapter.Channel) (adapter.Channel, bool)
 	r.indexed(func(ids []string) {
 		start := 0
 		if after != "" {
@@ -251,17 +263,15 @@ func (r *Registry) Page(after string, limit int) (page []adapter.Channel, next s
 			start = i
 		}
 		end := min(start+max(limit, 0), len(ids))
-		page = make([]adapter.Channel, 0, end-start)
+		page, fill = make([]adapter.Channel, 0, end-start), r.fill
 		for _, id := range ids[start:end] {
-			if ch, ok := r.filled(r.byID[id].channel(id), r.fill); ok {
-				page = append(page, ch)
-			}
+			page = append(page, r.byID[id].channel(id))
 		}
 		if end < len(ids) && end > start {
 			next = ids[end-1]
 		}
 	})
-	return page, next
+	return r.fillAll(page, fill), next
 }
 
 // indexed calls fn with the sorted ids of every open channel, under the lock (fn may read byID).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,5 +283,72 @@ func TestIndex_ChangesStayBoundedWithoutListing(t *testing.T) {
 	slices.Sort(want)
 	if got := ids(r.List()); !slices.Equal(got, want) {
 		t.Fatalf("List: %d ids, want %d", len(got), len(want))
+	}
+}
+
+// A bot's channel is opened once however many callers race (a KV create), is held without its
+// bot's settings and completed by the fill at lookup, survives a reload as stored, and is
+// announced once.
+func TestRegistry_BotChannelOpenedOnceFilledAndAnnounced(t *testing.T) {
+	r, js := openRegistry(t)
+	ctx := context.Background()
+	r.SetFill(func(ch adapter.Channel) (adapter.Channel, bool) {
+		if ch.Bot != "b1" {
+			return adapter.Channel{}, false
+		}
+		ch.Target = adapter.Binding{Adapter: "webhook", Config: json.RawMessage(`{"chat_id":"` + ch.Conversation.ID + `"}`)}
+		return ch, true
+	})
+	conv := adapter.Conversation{Kind: adapter.Direct, ID: "ann", Title: "Ann"}
+	var mu sync.Mutex
+	created := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := conv
+			_, ok, err := r.OpenOnce(ctx, adapter.Channel{ID: c.ChannelID("b1"), OpenedAt: 7, Bot: "b1", Conversation: &c})
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			if ok {
+				created++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if created != 1 {
+		t.Fatalf("created %d times, want once", created)
+	}
+	ch, ok := r.Get("b1-ann")
+	if !ok || string(ch.Target.Config) != `{"chat_id":"ann"}` || ch.Conversation.Title != "Ann" || ch.Bot != "b1" || ch.OpenedAt != 7 {
+		t.Fatalf("Get = %+v, %v", ch, ok)
+	}
+	if ids := r.BotChannels("b1"); len(ids) != 1 || ids[0] != "b1-ann" || r.BotChannelCount("b1") != 1 || len(r.ListPut()) != 0 {
+		t.Fatalf("BotChannels %v, count %d, put %d", ids, r.BotChannelCount("b1"), len(r.ListPut()))
+	}
+	if err := r.MarkAnnounced(ctx, "b1-ann"); err != nil {
+		t.Fatal(err)
+	}
+	if ch, _ := r.Get("b1-ann"); !ch.Announced {
+		t.Fatal("not announced")
+	}
+	// Another process loads it as stored.
+	other, err := Open(ctx, js, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok, _ := other.lookupRaw(ctx, "b1-ann")
+	if !ok || !raw.Announced || raw.Conversation.ID != "ann" || raw.Conversation.Kind != adapter.Direct || raw.Bot != "b1" {
+		t.Fatalf("reloaded %+v", raw)
+	}
+	if _, ok := other.Get("b1-ann"); ok {
+		t.Fatal("a bot's channel without a fill (its bot unknown) is open")
+	}
+	if ok, err := r.Delete(ctx, "b1-ann"); !ok || err != nil || r.BotChannelCount("b1") != 0 {
+		t.Fatalf("Delete: %v %v, count %d", ok, err, r.BotChannelCount("b1"))
 	}
 }
