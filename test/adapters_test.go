@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,4 +172,88 @@ func seenOnPage(t *testing.T, js jetstream.JetStream, files *adaptertest.Files, 
 		out = append(out, s)
 	}
 	return out
+}
+
+// The universal suite's bot cases on the webhook adapter: its bot route (ReceiveBot) served on a
+// loopback listener with the suite's feed, the target's calls filtered by conversation.
+func TestAdapters_WebhookPassesTheBotCases(t *testing.T) {
+	files := adaptertest.NewFiles()
+	a := webhook.New(webhook.Options{})
+	setup := adaptertest.Setup{Adapter: a, Files: files}
+	adaptertest.RunBots(t, setup, func(t *testing.T) adaptertest.BotSetup {
+		tg, err := testkit.NewTarget("s3cr3t-bots-0123456789", testkit.TargetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tg.Close)
+		cfg := tg.Config("none", "none")
+		delete(cfg, "chat_id")
+		raw, _ := json.Marshal(cfg)
+		var route struct {
+			bot  adapter.Bot
+			feed *adaptertest.Feed
+		}
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			b, feed := route.bot, route.feed
+			mu.Unlock()
+			r.SetPathValue("path", "messages")
+			if _, err := a.ReceiveBot(w, r, b, feed); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		n := 0
+		post := func(t *testing.T, conv, kind, sender string, isBot, mention bool, text string) string {
+			mu.Lock()
+			n++
+			id := fmt.Sprintf("tm-%d", n)
+			mu.Unlock()
+			body, _ := json.Marshal(map[string]any{"conversation": map[string]any{"id": conv, "kind": kind},
+				"sender": map[string]any{"id": sender, "is_bot": isBot}, "mentioned": mention, "target_message_id": id, "text": text})
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(body)))
+			req.Header.Set(webhook.SignatureHeader, webhook.Sign([]byte(tg.Secret), body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("bot route: %d", resp.StatusCode)
+			}
+			return id
+		}
+		chat := func(conv, kind string) adaptertest.BotChat {
+			person := "person-" + conv
+			return adaptertest.BotChat{
+				Kind: adapter.ConversationKind(kind), Author: person,
+				Post: func(t *testing.T, text string, mention bool) string {
+					return post(t, conv, kind, person, false, mention, text)
+				},
+				PostAsBot: func(t *testing.T, text string) { post(t, conv, kind, "another-bot", true, true, text) },
+				Messages: func(t *testing.T) []adaptertest.Seen {
+					var out []adaptertest.Seen
+					for _, c := range tg.MessageCalls() {
+						if c.Body["chat_id"] == conv {
+							out = append(out, adaptertest.Seen{Text: c.Text()})
+						}
+					}
+					return out
+				},
+			}
+		}
+		convs := 0
+		next := func() string { convs++; return fmt.Sprintf("conv-%d", convs) }
+		return adaptertest.BotSetup{
+			Config: raw,
+			Direct: func(*testing.T) adaptertest.BotChat { return chat(next(), "direct") },
+			Group:  func(*testing.T) adaptertest.BotChat { return chat(next(), "group") },
+			Listen: func(_ *testing.T, b adapter.Bot, feed *adaptertest.Feed) {
+				mu.Lock()
+				route.bot, route.feed = b, feed
+				mu.Unlock()
+			},
+		}
+	})
 }
