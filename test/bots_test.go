@@ -529,3 +529,46 @@ func TestBots_TwoGatewaysTwoWorkersOpenEachConversationOnce(t *testing.T) {
 		t.Fatalf("%d channels of the bot listed (status %d), want %d", n, status, convs)
 	}
 }
+
+// edge-api §4.1: a bot's second PUT reaches every channel it opened (a moved target, a rotated
+// secret); DELETE of a bot's channel closes it, and the conversation's next message opens it again
+// with a new channel.opened.
+func TestBots_RePutReachesChannelsAndDeletedChannelReopens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{mutate: fastAcks})
+	e.putBot("wb6", map[string]any{"direct": "open"}, nil)
+	e.postBot("wb6", botPost{Conv: "gus", Sender: "gus", TargetMessageID: "g1", Text: "one"})
+	nextOf(t, e.agent, profile.TypeChannelOpened)
+	env, m := userMessage(t, e.agent, wait)
+	ackUser(t, e.agent, env, map[string]any{"message_id": m.MessageID, "status": "accepted"})
+
+	moved, err := testkit.NewTarget(e.target.Secret, testkit.TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	if status, body := e.putBot("wb6", map[string]any{"direct": "open"}, map[string]any{"url": moved.URL}); status != http.StatusOK {
+		t.Fatalf("second PUT: %d %v", status, body)
+	}
+	pid := e.sendTo("wb6-gus", profile.TypeMessage, msg("a1", "to the moved target"))
+	wantAck(t, e.ackOf(pid), "accepted", "")
+	if _, ok := moved.WaitFor(wait, func(cs []testkit.Call) bool {
+		return len(cs) > 0 && cs[len(cs)-1].Text() == "to the moved target" && cs[len(cs)-1].Body["chat_id"] == "gus"
+	}); !ok {
+		t.Fatalf("the moved target got %s", dump(moved.Calls()))
+	}
+
+	if status, b, _ := e.node.Do(http.MethodDelete, "/v1/channels/wb6-gus", nil); status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", status, b)
+	}
+	e.agent.Drain()
+	if status, body := e.postBot("wb6", botPost{Conv: "gus", Sender: "gus", TargetMessageID: "g2", Text: "two"}); status != http.StatusAccepted || body["connector_channel_id"] != "wb6-gus" {
+		t.Fatalf("post after DELETE: %d %v", status, body)
+	}
+	if opened := nextOf(t, e.agent, profile.TypeChannelOpened); opened.ChannelID != "wb6-gus" {
+		t.Fatalf("channel.opened on %s", opened.ChannelID)
+	}
+	if _, m := userMessage(t, e.agent, wait); m.Text != "two" {
+		t.Fatalf("message %+v", m)
+	}
+}
