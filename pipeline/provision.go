@@ -196,7 +196,19 @@ func bucketConfigs(c StoreConfig) []jetstream.KeyValueConfig {
 		Replicas:    c.Replicas,
 	}, {
 		Bucket:      subjects.BucketBots,
-		Description: "ximd bots (one platform account, every conversation) and their refusal counts",
+		Description: "ximd bots: one platform account, every conversation (config, policy)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketBotChannels,
+		Description: "ximd channels bots opened: one conversation each (the config is the bot's)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}, {
+		Bucket:      subjects.BucketBotStats,
+		Description: "ximd bots' refusal counts by reason",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -355,7 +367,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketBots, subjects.BucketPairings, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketBots, subjects.BucketBotChannels, subjects.BucketBotStats, subjects.BucketPairings, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

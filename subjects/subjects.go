@@ -28,8 +28,13 @@ const (
 	// BucketCursors keeps each polled channel's position in its platform (Matrix sync token,
 	// Telegram update offset), by channel id.
 	BucketCursors = "xim_cursors"
-	// BucketBots holds the bots (key: the bot id) and each bot's refusal counts (BotStatsKey).
+	// BucketBots holds the bots (key: the bot id): accounts, configs, policies.
 	BucketBots = "xim_bots"
+	// BucketBotChannels holds the channels bots opened (key: the channel id): a conversation
+	// each, no config or secret (those are the bot's), so workers may write it.
+	BucketBotChannels = "xim_bot_channels"
+	// BucketBotStats holds each bot's refusal counts (key: the bot id).
+	BucketBotStats = "xim_bot_stats"
 	// BucketPairings holds the pending pairing codes of bots (edge-api §4.1): each for an hour,
 	// the bucket's TTL.
 	BucketPairings = "xim_pairings"
@@ -169,14 +174,6 @@ func FailuresKey(channel string) (string, error) {
 		return "", err
 	}
 	return channel + ".=failures", nil
-}
-
-// BotStatsKey is the BucketBots key of a bot's refusal counts; no bot id holds a '.'.
-func BotStatsKey(bot string) (string, error) {
-	if err := Token(bot); err != nil {
-		return "", err
-	}
-	return bot + ".stats", nil
 }
 
 // PairingUserKey is the BucketPairings key of the pending code of one person (userKey: a digest

@@ -74,7 +74,7 @@ func buildXimdB(b *testing.B) string {
 }
 
 // seedBot puts bot "b" (webhook, direct open) into a node on dir and writes n channel records of
-// it straight into KV xim_channels, as the bot's openings write them.
+// it straight into KV xim_bot_channels, as the bot's openings write them.
 func seedBot(b *testing.B, dir string, target *testkit.Target, n int) {
 	node, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir})
 	if err != nil {
@@ -102,7 +102,7 @@ func seedBot(b *testing.B, dir string, target *testkit.Target, n int) {
 	for i := range n {
 		conv := adapter.Conversation{Kind: adapter.Direct, ID: fmt.Sprintf("user-%07d", i), Title: fmt.Sprintf("Person %d", i)}
 		raw, _ := json.Marshal(adapter.Channel{ID: conv.ChannelID("b"), OpenedAt: now, Bot: "b", Conversation: &conv})
-		f, err := js.PublishAsync(subjects.KVKeys(subjects.BucketChannels, conv.ChannelID("b")), raw)
+		f, err := js.PublishAsync(subjects.KVKeys(subjects.BucketBotChannels, conv.ChannelID("b")), raw)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"maunium.net/go/mautrix/event"
 
+	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
 	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
@@ -215,6 +217,66 @@ func TestNATSAuth_ComposeRolesCarryEverythingAndNoMore(t *testing.T) {
 		}
 	}
 
+	// A webhook bot (the gateway admits what posts to it): a stranger's pairing code, its
+	// approval, the conversation's channel opened, its message acked after channel.opened (the
+	// worker records that), the refusals counted.
+	if status, body := e.putBot("wb-roles", nil, nil); status != http.StatusOK {
+		t.Fatalf("PUT webhook bot: %d %v", status, body)
+	}
+	if _, body := e.postBot("wb-roles", botPost{Conv: "dm-roles", Sender: "ann", TargetMessageID: "b1", Text: "hi"}); body["refused"] != "pairing_pending" {
+		t.Fatalf("stranger: %v", body)
+	}
+	_, b, _ := gw.Do(http.MethodGet, "/v1/bots/wb-roles/pairings", nil)
+	var pairings struct{ Pairings []struct{ Code string } }
+	if json.Unmarshal(b, &pairings) != nil || len(pairings.Pairings) != 1 {
+		t.Fatalf("pairings %s", b)
+	}
+	if status, b, _ := gw.Do(http.MethodPost, "/v1/bots/wb-roles/pairings/"+pairings.Pairings[0].Code, nil); status != http.StatusNoContent {
+		t.Fatalf("approve: %d %s", status, b)
+	}
+	if _, body := e.postBot("wb-roles", botPost{Conv: "dm-roles", Sender: "ann", TargetMessageID: "b2", Text: "hi again"}); body["connector_channel_id"] != "wb-roles-dm-roles" {
+		t.Fatalf("after approval: %v", body)
+	}
+	nextOf(t, e.agent, profile.TypeChannelOpened)
+	benv, bm := userMessage(t, e.agent, wait)
+	ackUser(t, e.agent, benv, map[string]any{"message_id": bm.MessageID, "status": "accepted"})
+	poll(t, "the bot's refusal counted in its stats", func() bool {
+		_, b, _ := gw.Do(http.MethodGet, "/v1/bots/wb-roles", nil)
+		return strings.Contains(string(b), `"pairing_pending":1`)
+	})
+	// A Telegram bot, polled by the worker: the worker issues the code, opens the channel.
+	fake := telegramtest.New()
+	t.Cleanup(fake.Close)
+	tgBot := fake.AddBot("8002:roles-token", "roles_bot")
+	if status, b, _ := gw.Do(http.MethodPut, "/v1/bots/tg-roles", map[string]any{
+		"connection": map[string]any{"target_type": "im", "profiles": []string{"xagent.im.v2"}},
+		"target":     map[string]any{"adapter": "telegram", "config": map[string]any{"token": tgBot.Token, "api_url": fake.URL()}},
+	}); status != http.StatusOK {
+		t.Fatalf("PUT telegram bot: %d %s", status, b)
+	}
+	dave := fake.AddUser("Dave")
+	dm := fake.AddChat("private", "", dave.ID)
+	fake.Post(dm, dave, "hello")
+	var code string
+	poll(t, "the worker's pairing code", func() bool {
+		_, b, _ := gw.Do(http.MethodGet, "/v1/bots/tg-roles/pairings", nil)
+		var l struct{ Pairings []struct{ Code string } }
+		if json.Unmarshal(b, &l) == nil && len(l.Pairings) == 1 {
+			code = l.Pairings[0].Code
+		}
+		return code != ""
+	})
+	if status, b, _ := gw.Do(http.MethodPost, "/v1/bots/tg-roles/pairings/"+code, nil); status != http.StatusNoContent {
+		t.Fatalf("approve: %d %s", status, b)
+	}
+	fake.Post(dm, dave, "hello again")
+	nextOf(t, e.agent, profile.TypeChannelOpened)
+	tenv, tm := userMessage(t, e.agent, wait)
+	ackUser(t, e.agent, tenv, map[string]any{"message_id": tm.MessageID, "status": "accepted"})
+	if status, _, _ := gw.Do(http.MethodDelete, "/v1/bots/tg-roles", nil); status != http.StatusNoContent {
+		t.Fatalf("DELETE telegram bot: %d", status)
+	}
+
 	// Channel deleted: its state purged by the gateway.
 	if status, b, err := gw.Do(http.MethodDelete, "/v1/channels/wc-roles", nil); err != nil || status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s %v", status, b, err)
@@ -253,6 +315,14 @@ func TestNATSAuth_ComposeRolesCarryEverythingAndNoMore(t *testing.T) {
 		_, err = kv.Put(ctx, e.channel, []byte(`{}`))
 		return err
 	})
+	refused("worker", "change a bot's config", func(ctx context.Context, js jetstream.JetStream) error {
+		kv, err := js.KeyValue(ctx, subjects.BucketBots)
+		if err != nil {
+			return err
+		}
+		_, err = kv.Put(ctx, "wb-roles", []byte(`{}`))
+		return err
+	})
 	refused("gateway", "write a message record", func(ctx context.Context, js jetstream.JetStream) error {
 		kv, err := js.KeyValue(ctx, subjects.BucketMessages)
 		if err != nil {
@@ -266,8 +336,8 @@ func TestNATSAuth_ComposeRolesCarryEverythingAndNoMore(t *testing.T) {
 			return js.DeleteStream(ctx, subjects.StreamIn)
 		})
 	}
-	if v := viol.take(); len(v) < 5 {
-		t.Errorf("the server logged %d violations for 5 refused acts:\n%s", len(v), strings.Join(v, "\n"))
+	if v := viol.take(); len(v) < 6 {
+		t.Errorf("the server logged %d violations for 6 refused acts:\n%s", len(v), strings.Join(v, "\n"))
 	}
 
 	// No credentials, wrong password: refused at the door.

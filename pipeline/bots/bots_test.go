@@ -138,8 +138,10 @@ func TestLimiter(t *testing.T) {
 func TestRegistry_PutAllowDelete(t *testing.T) {
 	js := natstest.JetStream(t)
 	ctx := context.Background()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.BucketBots, History: 1}); err != nil {
-		t.Fatal(err)
+	for _, b := range []string{subjects.BucketBots, subjects.BucketBotStats} {
+		if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := Open(ctx, js, slog.New(slog.DiscardHandler))
 	if err != nil {

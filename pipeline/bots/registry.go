@@ -25,6 +25,7 @@ import (
 // Registry is the bot registry. Create it with Open and run it with Run.
 type Registry struct {
 	kv     jetstream.KeyValue
+	stats  jetstream.KeyValue // each bot's refusal counts
 	logger *slog.Logger
 	watch  jetstream.KeyWatcher
 
@@ -39,11 +40,15 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("bots: %w", err)
 	}
+	stats, err := js.KeyValue(ctx, subjects.BucketBotStats)
+	if err != nil {
+		return nil, fmt.Errorf("bots: %w", err)
+	}
 	w, err := kv.WatchAll(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("bots: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]adapter.Bot{}, watch: w}
+	r := &Registry{kv: kv, stats: stats, logger: logger, byID: map[string]adapter.Bot{}, watch: w}
 	for { // the initial values end with a nil entry
 		select {
 		case e := <-w.Updates():
@@ -86,9 +91,6 @@ func (r *Registry) OnChange(fn func(id string)) {
 
 func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	id := e.Key()
-	if strings.Contains(id, ".") { // a bot's stats
-		return
-	}
 	r.mu.Lock()
 	cur, had := r.byID[id]
 	if had && cur.Revision >= e.Revision() {
@@ -261,10 +263,8 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 	if err := r.kv.Purge(ctx, id); err != nil {
 		return false, fmt.Errorf("bots: delete %s: %w", id, err)
 	}
-	if key, err := subjects.BotStatsKey(id); err == nil {
-		if err := r.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			r.logger.Warn("bot_stats_purge_failed", "bot", id, "err", err)
-		}
+	if err := r.stats.Purge(ctx, id); err != nil {
+		r.logger.Warn("bot_stats_purge_failed", "bot", id, "err", err)
 	}
 	r.mu.Lock()
 	if _, had := r.byID[id]; !had {
@@ -290,11 +290,10 @@ func same(a, b adapter.Bot) bool {
 // Stats are a bot's refusal counts by reason, every process's (flushed every StatsInterval).
 func (r *Registry) Stats(ctx context.Context, id string) (map[adapter.Refusal]uint64, error) {
 	out := map[adapter.Refusal]uint64{}
-	key, err := subjects.BotStatsKey(id)
-	if err != nil {
+	if err := subjects.Token(id); err != nil {
 		return out, err
 	}
-	e, err := r.kv.Get(ctx, key)
+	e, err := r.stats.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return out, nil
 	}
@@ -309,14 +308,14 @@ const StatsInterval = 2 * time.Second
 
 // addStats adds counts to a bot's stats record (compare-and-set).
 func (r *Registry) addStats(ctx context.Context, id string, counts map[adapter.Refusal]uint64) error {
-	key, err := subjects.BotStatsKey(id)
-	if err != nil {
+	if err := subjects.Token(id); err != nil {
 		return err
 	}
+	key := id
 	for range 10 {
 		sum := map[adapter.Refusal]uint64{}
 		var rev uint64
-		e, err := r.kv.Get(ctx, key)
+		e, err := r.stats.Get(ctx, key)
 		switch {
 		case err == nil:
 			rev = e.Revision()
@@ -329,9 +328,9 @@ func (r *Registry) addStats(ctx context.Context, id string, counts map[adapter.R
 		}
 		raw, _ := json.Marshal(sum)
 		if rev == 0 {
-			_, err = r.kv.Create(ctx, key, raw)
+			_, err = r.stats.Create(ctx, key, raw)
 		} else {
-			_, err = r.kv.Update(ctx, key, raw, rev)
+			_, err = r.stats.Update(ctx, key, raw, rev)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err

@@ -1,6 +1,9 @@
 // Package channels is the channel registry: open channels and their target bindings live in the
 // JetStream KV bucket xim_channels (so they survive restarts and are shared by every gateway and
-// worker), mirrored into memory by a watcher for the per-packet "is it open" check.
+// worker), mirrored into memory by a watcher for the per-packet "is it open" check. The channels
+// bots open live in a bucket of their own, xim_bot_channels: their records hold a conversation,
+// never a config or a secret, so the workers that open them (a polled bot) may write that bucket
+// and still not the channels' configs.
 package channels
 
 import (
@@ -12,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,7 +25,8 @@ import (
 
 // Registry is the channel registry. Create it with Open and run it with Run.
 type Registry struct {
-	kv     jetstream.KeyValue
+	kv     jetstream.KeyValue // channels PUT
+	botKV  jetstream.KeyValue // channels bots opened
 	logger *slog.Logger
 
 	mu       sync.RWMutex
@@ -35,32 +40,49 @@ type Registry struct {
 	// ids opened and closed since (unsorted, maybe twice). A listing reindexes first when either
 	// is non-empty: a few changes are inserted or removed in place, many are sorted and merged in
 	// one pass; never a sort of every channel per request.
-	ids     []string
-	added   []string
-	removed []string
-	watch   jetstream.KeyWatcher
+	ids      []string
+	added    []string
+	removed  []string
+	watch    jetstream.KeyWatcher
+	botWatch jetstream.KeyWatcher
 }
 
-// Open loads every channel and starts watching the bucket (provisioned by pipeline.Provision).
+// Open loads every channel and starts watching both buckets (provisioned by pipeline.Provision).
 func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Registry, error) {
 	kv, err := js.KeyValue(ctx, subjects.BucketChannels)
 	if err != nil {
 		return nil, fmt.Errorf("channels: %w", err)
 	}
+	botKV, err := js.KeyValue(ctx, subjects.BucketBotChannels)
+	if err != nil {
+		return nil, fmt.Errorf("channels: %w", err)
+	}
+	r := &Registry{kv: kv, botKV: botKV, logger: logger, byID: map[string]entry{}, puts: map[string]struct{}{}, perBot: map[string]int{}, bots: map[string]string{}}
+	// Bots' channels first: a channel PUT with the same id then replaces one (it wins).
+	if r.botWatch, err = r.load(ctx, botKV); err != nil {
+		return nil, err
+	}
+	if r.watch, err = r.load(ctx, kv); err != nil {
+		_ = r.botWatch.Stop()
+		return nil, err
+	}
+	r.mu.Lock()
+	r.reindex()
+	r.mu.Unlock()
+	return r, nil
+}
+
+// load watches kv and applies its initial values (they end with a nil entry).
+func (r *Registry) load(ctx context.Context, kv jetstream.KeyValue) (jetstream.KeyWatcher, error) {
 	w, err := kv.WatchAll(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("channels: watch: %w", err)
 	}
-	r := &Registry{kv: kv, logger: logger, byID: map[string]entry{}, puts: map[string]struct{}{}, perBot: map[string]int{}, bots: map[string]string{}, watch: w}
-	// The initial values end with a nil entry.
 	for {
 		select {
 		case e := <-w.Updates():
 			if e == nil {
-				r.mu.Lock()
-				r.reindex()
-				r.mu.Unlock()
-				return r, nil
+				return w, nil
 			}
 			r.apply(e)
 		case <-ctx.Done():
@@ -73,17 +95,21 @@ func Open(ctx context.Context, js jetstream.JetStream, logger *slog.Logger) (*Re
 // Run applies changes from other processes until ctx ends.
 func (r *Registry) Run(ctx context.Context) error {
 	defer r.watch.Stop()
+	defer r.botWatch.Stop()
 	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-r.watch.Updates():
-			if !ok {
-				return errors.New("channels: watcher closed")
-			}
-			if e != nil {
-				r.apply(e)
-			}
+		case e, ok = <-r.watch.Updates():
+		case e, ok = <-r.botWatch.Updates():
+		}
+		if !ok {
+			return errors.New("channels: watcher closed")
+		}
+		if e != nil {
+			r.apply(e)
 		}
 	}
 }
@@ -95,34 +121,55 @@ func (r *Registry) OnChange(fn func(id string, open bool)) {
 	r.mu.Unlock()
 }
 
+// apply applies a change of either bucket. A channel PUT wins over a bot's channel of the same
+// id; revisions are compared within a bucket only.
 func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	id := e.Key()
+	fromBots := e.Bucket() == subjects.BucketBotChannels
 	open := e.Operation() == jetstream.KeyValuePut
 	r.mu.Lock()
-	cur, had := r.raw(id)
-	if had && cur.Revision >= e.Revision() {
-		r.mu.Unlock()
+	cur, had := r.byID[id]
+	sameBucket := had && (cur.put == nil) == fromBots
+	if (had && !sameBucket && fromBots) || (sameBucket && cur.revision() >= e.Revision()) {
+		r.mu.Unlock() // a bot's record under a channel PUT, or an older record
 		return
 	}
+	var back bool // a channel PUT deleted: a bot's channel of that id may be there
 	if open {
 		var ch adapter.Channel
-		if err := json.Unmarshal(e.Value(), &ch); err != nil {
+		if err := json.Unmarshal(e.Value(), &ch); err != nil || (fromBots && (ch.Bot == "" || ch.Conversation == nil)) {
 			r.mu.Unlock()
 			r.logger.Error("channel_record_unreadable", "channel", id, "err", err)
 			return
 		}
+		if !fromBots {
+			ch.Bot, ch.Conversation = "", nil // a channel PUT is one whatever its record says
+		}
 		ch.Revision = e.Revision()
 		r.keep(ch)
-		r.changed(cur, had, ch)
-	} else if had {
+		r.changed(cur.channel(id), had, ch)
+	} else if sameBucket {
 		delete(r.byID, id)
 		delete(r.puts, id)
-		r.closed(cur)
+		r.closed(cur.channel(id))
+		back = !fromBots
 	}
 	watchers := append([]func(string, bool){}, r.watchers...)
 	r.mu.Unlock()
 	for _, fn := range watchers {
 		fn(id, open)
+	}
+	if back {
+		r.reload(id)
+	}
+}
+
+// reload reads a bot's channel of id from its bucket again (a channel PUT of that id was deleted).
+func (r *Registry) reload(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if e, err := r.botKV.Get(ctx, id); err == nil {
+		r.apply(e)
 	}
 }
 
@@ -174,14 +221,17 @@ func (r *Registry) Lookup(ctx context.Context, id string) (adapter.Channel, bool
 	if subjects.Token(id) != nil {
 		return adapter.Channel{}, false, nil
 	}
-	e, err := r.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return adapter.Channel{}, false, nil
+	for _, kv := range []jetstream.KeyValue{r.kv, r.botKV} {
+		e, err := kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return adapter.Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
+		}
+		r.apply(e)
+		break
 	}
-	if err != nil {
-		return adapter.Channel{}, false, fmt.Errorf("channels: get %s: %w", id, err)
-	}
-	r.apply(e)
 	ch, ok := r.Get(id)
 	return ch, ok, nil
 }
@@ -399,10 +449,17 @@ func (r *Registry) Put(ctx context.Context, ch adapter.Channel) (adapter.Channel
 func (r *Registry) remember(ch adapter.Channel) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.raw(ch.ID); !ok || cur.Revision < ch.Revision {
-		r.keep(ch)
-		r.changed(cur, ok, ch)
+	cur, ok := r.byID[ch.ID]
+	fromBots := ch.Bot != ""
+	switch {
+	case !ok, (cur.put == nil) != fromBots && !fromBots: // new, or a channel PUT over a bot's
+	case (cur.put == nil) != fromBots: // a bot's under a channel PUT: the PUT wins
+		return
+	case cur.revision() >= ch.Revision:
+		return
 	}
+	r.keep(ch)
+	r.changed(cur.channel(ch.ID), ok, ch)
 }
 
 // changed notes that ch replaced cur (had: there was one) in byID (r.mu held for writing).
@@ -432,7 +489,7 @@ func (r *Registry) OpenOnce(ctx context.Context, ch adapter.Channel) (adapter.Ch
 	if err != nil {
 		return adapter.Channel{}, false, fmt.Errorf("channels: encode: %w", err)
 	}
-	rev, err := r.kv.Create(ctx, ch.ID, b)
+	rev, err := r.botKV.Create(ctx, ch.ID, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		cur, _, err := r.lookupRaw(ctx, ch.ID)
 		return cur, false, err
@@ -460,7 +517,7 @@ func (r *Registry) lookupRaw(ctx context.Context, id string) (adapter.Channel, b
 // channel.opened: later messages go without one. A channel closed meanwhile is left closed.
 func (r *Registry) MarkAnnounced(ctx context.Context, id string) error {
 	for range 10 {
-		e, err := r.kv.Get(ctx, id)
+		e, err := r.botKV.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil
 		}
@@ -476,7 +533,7 @@ func (r *Registry) MarkAnnounced(ctx context.Context, id string) error {
 		}
 		ch.Announced = true
 		b, _ := json.Marshal(ch)
-		rev, err := r.kv.Update(ctx, id, b, e.Revision())
+		rev, err := r.botKV.Update(ctx, id, b, e.Revision())
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			continue
 		}
@@ -496,8 +553,10 @@ func (r *Registry) Delete(ctx context.Context, id string) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := r.kv.Purge(ctx, id); err != nil {
-		return false, fmt.Errorf("channels: delete %s: %w", id, err)
+	for _, kv := range []jetstream.KeyValue{r.kv, r.botKV} { // both: no bot's record comes back
+		if err := kv.Purge(ctx, id); err != nil {
+			return false, fmt.Errorf("channels: delete %s: %w", id, err)
+		}
 	}
 	r.mu.Lock()
 	if cur, had := r.raw(id); had {
@@ -580,6 +639,14 @@ func (r *Registry) raw(id string) (adapter.Channel, bool) {
 		return adapter.Channel{}, false
 	}
 	return e.channel(id), true
+}
+
+// revision is the entry's record's revision in its bucket.
+func (e entry) revision() uint64 {
+	if e.put != nil {
+		return e.put.Revision
+	}
+	return e.rev
 }
 
 // channel is the stored record of the entry of id.

@@ -25,8 +25,10 @@ func openRegistry(t *testing.T) (*Registry, jetstream.JetStream) {
 	js := natstest.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.BucketChannels, History: 1}); err != nil {
-		t.Fatal(err)
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketBotChannels} {
+		if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := Open(ctx, js, slog.New(slog.DiscardHandler))
 	if err != nil {

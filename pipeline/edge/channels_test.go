@@ -35,6 +35,9 @@ func channelsAPI(tb testing.TB, n int) (*httptest.Server, *ChannelsAPI) {
 	js := natstest.JetStream(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.BucketBotChannels, History: 1}); err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: subjects.BucketChannels, History: 1}); err != nil {
 		tb.Fatal(err)
 	}
