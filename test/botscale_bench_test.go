@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -45,7 +46,7 @@ func BenchmarkBotChannels(b *testing.B) {
 	}
 	defer target.Close()
 	full, empty := b.TempDir(), b.TempDir()
-	seedBot(b, full, target, n)
+	raw := seedBot(b, full, target, n)
 	seedBot(b, empty, target, 0)
 	for b.Loop() {
 		base := runXimd(b, bin, empty)
@@ -61,6 +62,9 @@ func BenchmarkBotChannels(b *testing.B) {
 		b.ReportMetric(float64(pct(open, 99).Microseconds()), "µs-open-p99")
 		b.ReportMetric(float64(pct(into, 50).Microseconds()), "µs-open-conv-p50")
 		b.ReportMetric(float64(pct(into, 99).Microseconds()), "µs-open-conv-p99")
+		// The raw baseline: one KV create on the same kind of server (what an opening adds).
+		b.ReportMetric(float64(pct(raw, 50).Microseconds()), "µs-raw-kv-create-p50")
+		b.ReportMetric(float64(pct(raw, 99).Microseconds()), "µs-raw-kv-create-p99")
 		p.stop()
 	}
 }
@@ -74,8 +78,9 @@ func buildXimdB(b *testing.B) string {
 }
 
 // seedBot puts bot "b" (webhook, direct open) into a node on dir and writes n channel records of
-// it straight into KV xim_bot_channels, as the bot's openings write them.
-func seedBot(b *testing.B, dir string, target *testkit.Target, n int) {
+// it straight into KV xim_bot_channels, as the bot's openings write them. It returns the latencies
+// of 500 raw KV creates of such records, one at a time, on that node's server.
+func seedBot(b *testing.B, dir string, target *testkit.Target, n int) []time.Duration {
 	node, err := testkit.StartNode(testkit.NodeOptions{DataDir: dir})
 	if err != nil {
 		b.Fatal(err)
@@ -123,6 +128,24 @@ func seedBot(b *testing.B, dir string, target *testkit.Target, n int) {
 			futures = futures[:0]
 		}
 	}
+	kv, err := js.KeyValue(context.Background(), subjects.BucketBotChannels)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := make([]time.Duration, 500)
+	for i := range raw {
+		conv := adapter.Conversation{Kind: adapter.Direct, ID: fmt.Sprintf("raw-%d", i)}
+		rec, _ := json.Marshal(adapter.Channel{ID: conv.ChannelID("raw"), OpenedAt: now, Bot: "raw", Conversation: &conv})
+		start := time.Now()
+		if _, err := kv.Create(context.Background(), conv.ChannelID("raw"), rec); err != nil {
+			b.Fatal(err)
+		}
+		raw[i] = time.Since(start)
+	}
+	for i := range raw { // the raw records are not the node's: leave the bucket as the bot left it
+		_ = kv.Purge(context.Background(), fmt.Sprintf("raw-raw-%d", i))
+	}
+	return raw
 }
 
 type ximdProc struct {

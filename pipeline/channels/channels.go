@@ -482,9 +482,14 @@ func (r *Registry) OpenOnce(ctx context.Context, ch adapter.Channel) (adapter.Ch
 	if err := subjects.Token(ch.ID); err != nil {
 		return adapter.Channel{}, false, fmt.Errorf("channels: %w", err)
 	}
-	if cur, ok, err := r.lookupRaw(ctx, ch.ID); err != nil || ok {
-		return cur, false, err
+	r.mu.RLock()
+	cur, ok := r.raw(ch.ID)
+	r.mu.RUnlock()
+	if ok {
+		return cur, false, nil
 	}
+	// Not in memory: create at once (one write, no read first); a channel another process
+	// opened meanwhile makes the create fail, and is read then.
 	b, err := json.Marshal(ch)
 	if err != nil {
 		return adapter.Channel{}, false, fmt.Errorf("channels: encode: %w", err)
