@@ -57,6 +57,23 @@ type Common struct {
 	HTTPClient *http.Client
 	// Files gives the bytes of a final's files; nil: no files out.
 	Files FileSource
+	// Renders counts the formats a platform refused (edge-api §7.3); nil: not counted.
+	Renders RenderFallbacks
+}
+
+// RenderFallbacks counts a message sent in a simpler form than the adapter's first, because the
+// platform refused that one (ximd_render_fallbacks_total{adapter,reason}).
+type RenderFallbacks interface {
+	Fallback(adapter, reason string)
+}
+
+// Fallback counts one fall-back of the adapter (a nil c counts nothing) and logs it as
+// render_fallback with the reason (a short name: "rich_refused", "html_refused", …).
+func (c Common) Fallback(adapter, reason string) {
+	if c.Renders != nil {
+		c.Renders.Fallback(adapter, reason)
+	}
+	OrDiscard(c.Logger).Warn("render_fallback", "adapter", adapter, "reason", reason)
 }
 
 // Defaults returns c with its defaults filled in: a discarding Logger and

@@ -306,12 +306,25 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 	if err != nil {
 		return nil, err
 	}
+	renders := renderFallbacks{prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ximd_render_fallbacks_total",
+		Help: "Messages sent in a simpler form because the platform refused the richer one (edge-api §7.3), by adapter and reason."}, []string{"adapter", "reason"})}
+	if err := n.reg.Register(renders); err != nil {
+		return nil, err
+	}
+	common := func(name string) adapter.Common {
+		return adapter.Common{Logger: n.logger.With("adapter", name), Files: fileStore, Renders: renders}
+	}
 	return adapter.NewRegistry(hook, chat,
-		matrix.New(matrix.Options{Common: adapter.Common{Logger: n.logger.With("adapter", matrix.Name), Files: fileStore}}),
-		telegram.New(telegram.Options{Common: adapter.Common{Logger: n.logger.With("adapter", telegram.Name), Files: fileStore}, PublicURL: n.cfg.PublicURL}),
-		feishu.New(feishu.Options{Common: adapter.Common{Logger: n.logger.With("adapter", feishu.Name), Files: fileStore}}),
-		slack.New(slack.Options{Common: adapter.Common{Logger: n.logger.With("adapter", slack.Name), Files: fileStore}})), nil
+		matrix.New(matrix.Options{Common: common(matrix.Name)}),
+		telegram.New(telegram.Options{Common: common(telegram.Name), PublicURL: n.cfg.PublicURL}),
+		feishu.New(feishu.Options{Common: common(feishu.Name)}),
+		slack.New(slack.Options{Common: common(slack.Name)})), nil
 }
+
+// renderFallbacks is ximd_render_fallbacks_total, the adapters' adapter.RenderFallbacks.
+type renderFallbacks struct{ *prometheus.CounterVec }
+
+func (r renderFallbacks) Fallback(adapter, reason string) { r.WithLabelValues(adapter, reason).Inc() }
 
 // startRoles starts the node's role: the worker (stage consumers, outbound and replies loops,
 // pollers), with the ops endpoints alone, or the edge (gateway, HTTP API), or both.
