@@ -86,6 +86,7 @@ var checks = []check{
 	{"tool-after-final", "edge-8", "a tool's message reaches the target after the finals sent before it", streamed, checkToolAfterFinal},
 	{"token-required", "edge-2", "the API and the WebSocket refuse a missing token; user input a bad signature", noChannel, checkTokenRequired},
 	{"channel-delete", "P-STATE-7", "a deleted channel is gone: 404, later packets channel_not_open", streamed, checkChannelDelete},
+	{"bot-opens-channel", "edge-4.1", "a bot: a stranger's code, approval, channel.opened before the first chat.message", noChannel, checkBotOpensChannel},
 	{"target-signatures", "edge-7.1", "every target call of the run carried valid V1 and V2 signatures", noChannel, checkTargetSignatures},
 }
 

@@ -159,6 +159,8 @@ func TestBrokenEdgesFailTheirChecks(t *testing.T) {
 		}))}, "unsupported-schema", "want an error packet"},
 		{"a tool overtakes a final", edge{edgeProxy: wsProxy(&finalHolder{})}, "tool-after-final", "want the final, then the tool's"},
 		{"typing shown as a status", edge{targetProxy: targetProxy(typingAsThinking)}, "activity-degraded", `status "thinking"`},
+		{"channel.opened lost", edge{edgeProxy: wsProxy(dropDown(func(m map[string]any) bool { return m["type"] == "channel.opened" }))},
+			"bot-opens-channel", "want channel.opened"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
