@@ -59,14 +59,19 @@ func TestFault_BotOpeningsKillNine(t *testing.T) {
 	}
 
 	// The platform: every message posted until answered 202, in order within its conversation.
-	var posted atomic.Int64
+	var posted, retried atomic.Int64 // answered 202; posted again (ximd was down or refused)
 	var wg sync.WaitGroup
 	for c := range convs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			conv := fmt.Sprintf("c%02d", c)
+			// Conversations start, and write, across the kills: openings meet them.
+			time.Sleep(time.Duration(rand.IntN(max(cycles, 1)*500)) * time.Millisecond)
 			for m := range each {
+				if m > 0 {
+					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+				}
 				raw, _ := json.Marshal(map[string]any{"conversation": map[string]any{"id": conv, "kind": "direct"},
 					"sender": map[string]any{"id": conv}, "target_message_id": fmt.Sprint(conv, "-", m), "text": fmt.Sprint(conv, " says ", m)})
 				for w.ctx.Err() == nil {
@@ -80,6 +85,7 @@ func TestFault_BotOpeningsKillNine(t *testing.T) {
 							break
 						}
 					}
+					retried.Add(1)
 					time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
 				}
 			}
@@ -184,5 +190,5 @@ func TestFault_BotOpeningsKillNine(t *testing.T) {
 	if st, _ := jsonOf(t, b)["stats"].(map[string]any); status != 200 || st["channels"] != float64(convs) {
 		t.Errorf("bot stats after the kills: %d %s", status, b)
 	}
-	t.Logf("summary: test=BotKillNine cycles=%d conversations=%d messages=%d channels=%d problems=%d", cycles, convs, convs*each, len(got), len(problems))
+	t.Logf("summary: test=BotKillNine cycles=%d conversations=%d messages=%d posts_retried=%d channels=%d problems=%d", cycles, convs, convs*each, retried.Load(), len(got), len(problems))
 }
