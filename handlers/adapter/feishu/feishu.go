@@ -4,10 +4,12 @@
 // Out: a streamed answer is one CardKit card in streaming mode whose markdown element is
 // updated with the whole text and a strictly increasing sequence (Feishu animates the new part
 // like a typewriter), and whose streaming is closed at the final with the final text; streaming
-// "none" sends one text message at the final. Every message is sent with a uuid derived from
+// "none" sends one card at the final. A card's markdown element holds the agent's Markdown in the
+// card's form (at most CardTables tables); a card Feishu refuses for its content goes as a plain
+// post instead (render.go); a person's post comes in as Markdown. Every message is sent with a uuid derived from
 // the idempotency key and part, which Feishu keeps for an hour: a send repeated within it shows
 // nothing new, so a delivery a crash left in doubt is sent again instead of being answered
-// delivery_outcome_unknown. Finals longer than MaxTextLength are split; files go out through
+// delivery_outcome_unknown. Finals whose Markdown is longer than MaxTextLength are split; files go out through
 // the image and file upload APIs; replies through the reply API.
 //
 // In: Feishu's event calls to POST /v1/targets/feishu/{channel}/events (URL verification, the

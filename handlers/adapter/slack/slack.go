@@ -9,7 +9,10 @@
 // {"event_type":"ximd_message","event_payload":{"idempotency_key",...}}, so a delivery a crash
 // left in doubt is settled by finding it in the conversation (conversations.history or
 // conversations.replies with include_all_metadata) instead of being answered
-// delivery_outcome_unknown. Finals longer than MaxTextLength are split; files go out through
+// delivery_outcome_unknown. The agent's Markdown is sent as Slack's markdown_text (streams) and a
+// markdown block with the plain form as text (posts, updates), plain text alone when Slack
+// refuses the block (render.go); a person's rich_text comes in as Markdown (richtext.go). Finals
+// whose Markdown is longer than MaxTextLength are split between blocks; files go out through
 // files.getUploadURLExternal and files.completeUploadExternal; replies in the replied-to
 // message's thread.
 //
