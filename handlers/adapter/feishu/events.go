@@ -249,11 +249,13 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 	_ = json.Unmarshal([]byte(fm.Content), &content)
 	names := mentionNames(fm.Mentions, self)
 	var file *inFile
+	var images []string
 	switch fm.MessageType {
 	case "text":
 		m.Text = names.text(content.Text)
 	case "post":
 		m.Text = postText(content.Title, content.Content, names)
+		images = postImages(content.Content)
 	case "image":
 		file = &inFile{key: content.ImageKey, typ: "image", resource: "image", name: "image_" + content.ImageKey + ".png"}
 	case "file", "audio", "media":
@@ -262,8 +264,15 @@ func (a *Adapter) receive(ctx context.Context, c *config, cb callback, channel s
 	default:
 		return adapter.Ignored, nil // stickers, shares, system messages
 	}
+	files := make([]inFile, 0, len(images)+1)
 	if file != nil {
-		if err := adapter.FileOrNote(ctx, in, &m, file.name, func() (profile.File, error) { return a.fetch(ctx, c, fm.MessageID, *file, in) }); err != nil {
+		files = append(files, *file)
+	}
+	for _, key := range images {
+		files = append(files, inFile{key: key, typ: "image", resource: "image", name: "image_" + key + ".png"})
+	}
+	for _, f := range files {
+		if err := adapter.FileOrNote(ctx, in, &m, f.name, func() (profile.File, error) { return a.fetch(ctx, c, fm.MessageID, f, in) }); err != nil {
 			return "", err
 		}
 	}
@@ -286,32 +295,71 @@ func (a *Adapter) fetch(ctx context.Context, c *config, messageID string, f inFi
 	return in.PutFile(ctx, adapter.StoredFile{Type: f.typ, Filename: f.name, MimeType: mime}, body)
 }
 
-// postRun is one element of a rich-text (post) message's line: a text run, or a mention
-// ("at", user_id its key "@_user_N").
+// postRun is one element of a rich-text (post) message's line ("Receive message content",
+// post): a text run with its style (bold, italic, underline, lineThrough), a link (a), a
+// mention (at, user_id its key "@_user_N"), an image (img), a code block (code_block), Markdown
+// (md), an emoji (emotion) or a rule (hr).
 type postRun struct {
-	Tag      string `json:"tag"`
-	Text     string `json:"text"`
-	UserID   string `json:"user_id"`
-	UserName string `json:"user_name"`
+	Tag       string   `json:"tag"`
+	Text      string   `json:"text"`
+	Style     []string `json:"style"`
+	Href      string   `json:"href"`
+	UserID    string   `json:"user_id"`
+	UserName  string   `json:"user_name"`
+	ImageKey  string   `json:"image_key"`
+	Language  string   `json:"language"`
+	EmojiType string   `json:"emoji_type"`
 }
 
-// postText is the plain text of a rich-text (post) message: its title, its text runs and its
-// mentions as names (the bot's own removed).
+// postText is a rich-text (post) message as Markdown (edge-api §7.3: a person's formatting
+// reaches xAgent as the same Markdown): its title a heading, its lines as lines, bold, italic and
+// lineThrough runs as **, _ and ~~ (underline has no Markdown: its text), links as [text](href),
+// code blocks fenced with their language, md runs as written, mentions as names (the bot's own
+// removed). Images are the message's files (postImages), not text.
 func postText(title string, lines [][]postRun, names mentions) string {
 	var b strings.Builder
-	b.WriteString(title)
-	for _, line := range lines {
-		if b.Len() > 0 {
+	if t := strings.TrimSpace(title); t != "" {
+		b.WriteString("# " + t + "\n")
+	}
+	for i, line := range lines {
+		if i > 0 || b.Len() > 0 {
 			b.WriteByte('\n')
 		}
 		for _, run := range line {
-			switch {
-			case run.Tag == "at" && names.known(run.UserID):
-				b.WriteString(names.text(run.UserID))
-			case run.Tag == "at" && run.UserName != "":
-				b.WriteString("@" + run.UserName)
-			default:
+			switch run.Tag {
+			case "at":
+				switch {
+				case names.known(run.UserID):
+					b.WriteString(names.text(run.UserID))
+				case run.UserName != "":
+					b.WriteString("@" + run.UserName)
+				}
+			case "a":
+				text := orName(run.Text, run.Href)
+				if run.Href == "" {
+					b.WriteString(styled(text, run.Style))
+				} else {
+					b.WriteString("[" + styled(text, run.Style) + "](" + run.Href + ")")
+				}
+			case "code_block":
+				body := strings.TrimRight(run.Text, "\n")
+				fence := "```"
+				for strings.Contains(body, fence) {
+					fence += "`"
+				}
+				if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+					b.WriteByte('\n')
+				}
+				b.WriteString(fence + strings.ToLower(run.Language) + "\n" + body + "\n" + fence)
+			case "md":
 				b.WriteString(run.Text)
+			case "emotion":
+				b.WriteString(":" + run.EmojiType + ":")
+			case "hr":
+				b.WriteString("\n---\n")
+			case "img", "media":
+			default:
+				b.WriteString(styled(run.Text, run.Style))
 			}
 		}
 	}
@@ -319,6 +367,40 @@ func postText(title string, lines [][]postRun, names mentions) string {
 		return strings.TrimSpace(b.String())
 	}
 	return b.String()
+}
+
+// styled is a text run with its emphasis, the markers around its words and its surrounding
+// spaces outside them (Markdown does not close "**" after a space).
+func styled(s string, style []string) string {
+	core := strings.TrimSpace(s)
+	if core == "" || len(style) == 0 {
+		return s
+	}
+	lead := s[:strings.Index(s, core)]
+	trail := s[len(lead)+len(core):]
+	if slices.Contains(style, "lineThrough") {
+		core = "~~" + core + "~~"
+	}
+	if slices.Contains(style, "italic") {
+		core = "_" + core + "_"
+	}
+	if slices.Contains(style, "bold") {
+		core = "**" + core + "**"
+	}
+	return lead + core + trail
+}
+
+// postImages are the image keys of a rich-text message's img runs.
+func postImages(lines [][]postRun) []string {
+	var keys []string
+	for _, line := range lines {
+		for _, run := range line {
+			if run.Tag == "img" && run.ImageKey != "" {
+				keys = append(keys, run.ImageKey)
+			}
+		}
+	}
+	return keys
 }
 
 // mention is one entry of an event message's mentions ("Receive message": key, id, name).

@@ -4,10 +4,12 @@
 // Out: a streamed answer is one CardKit card in streaming mode whose markdown element is
 // updated with the whole text and a strictly increasing sequence (Feishu animates the new part
 // like a typewriter), and whose streaming is closed at the final with the final text; streaming
-// "none" sends one text message at the final. Every message is sent with a uuid derived from
+// "none" sends one card at the final. A card's markdown element holds the agent's Markdown in the
+// card's form (at most CardTables tables); a card Feishu refuses for its content goes as a plain
+// post instead (render.go); a person's post comes in as Markdown. Every message is sent with a uuid derived from
 // the idempotency key and part, which Feishu keeps for an hour: a send repeated within it shows
 // nothing new, so a delivery a crash left in doubt is sent again instead of being answered
-// delivery_outcome_unknown. Finals longer than MaxTextLength are split; files go out through
+// delivery_outcome_unknown. Finals whose Markdown is longer than MaxTextLength are split; files go out through
 // the image and file upload APIs; replies through the reply API.
 //
 // In: Feishu's event calls to POST /v1/targets/feishu/{channel}/events (URL verification, the
@@ -46,8 +48,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/markdown"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -203,25 +207,20 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 	return ids[0], nil
 }
 
-// cardJSON is ximd's card (JSON 2.0): one markdown element with the text, in streaming mode or
-// not.
-func cardJSON(text string, streaming bool) string {
-	card, _ := json.Marshal(map[string]any{
-		"schema": "2.0",
-		"config": map[string]any{"streaming_mode": streaming, "update_multi": true, "summary": map[string]any{"content": summary(text)}},
-		"body":   map[string]any{"elements": []any{map[string]any{"tag": "markdown", "element_id": elementID, "content": text}}},
-	})
-	return string(card)
-}
-
 // openCard creates a card entity in streaming mode showing the text so far and sends it.
 func (t *Target) openCard(ctx context.Context, m adapter.Message) (string, error) {
 	created := time.Now()
 	var cr struct {
 		CardID string `json:"card_id"`
 	}
-	if err := t.app.do(ctx, request{method: http.MethodPost, path: "/open-apis/cardkit/v1/cards", chat: t.cfg.chatID,
-		json: map[string]any{"type": "card_json", "data": cardJSON(truncate(m.Text), true)}}, &cr); err != nil {
+	err := t.app.do(ctx, request{method: http.MethodPost, path: "/open-apis/cardkit/v1/cards", chat: t.cfg.chatID,
+		json: map[string]any{"type": "card_json", "data": cardJSON(truncate(m.Text), true)}}, &cr)
+	if cardRefused(err) {
+		// A preview Feishu will not show as a card waits for the final, which goes as a direct
+		// final does (a card, or its plain fall-back).
+		return cardHandle{created: created}.String(), nil
+	}
+	if err != nil {
 		return "", err
 	}
 	content, _ := json.Marshal(map[string]any{"type": "card", "data": map[string]string{"card_id": cr.CardID}})
@@ -242,6 +241,13 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 		return profile.Errorf(profile.CodeTargetDeliveryFailed, "feishu: %q is not a card of ximd's", targetMessageID)
 	}
 	parts := splitText(m.Text)
+	if h.cardID == "" { // no card: its preview was refused
+		if !m.Final {
+			return nil
+		}
+		_, err := t.sendFinal(ctx, adapter.Message{Text: m.Text, Files: m.Files, IdempotencyKey: m.IdempotencyKey}, parts, 0, "")
+		return err
+	}
 	text := truncate(m.Text)
 	if m.Final {
 		text = parts[0]
@@ -253,17 +259,36 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 		}
 		return t.app.do(ctx, r, nil)
 	}
-	err := op(request{method: http.MethodPut, path: cardPath + "/elements/" + elementID + "/content", chat: t.cfg.chatID,
-		json: map[string]any{"content": text, "sequence": t.app.nextSeq(h.cardID, h.created)}})
-	switch {
-	case streamingClosed(err):
+	content := func(c string) error {
+		return op(request{method: http.MethodPut, path: cardPath + "/elements/" + elementID + "/content", chat: t.cfg.chatID,
+			json: map[string]any{"content": c, "sequence": t.app.nextSeq(h.cardID, h.created)}})
+	}
+	whole := func(data string) error {
+		return op(request{method: http.MethodPut, path: cardPath, chat: t.cfg.chatID,
+			json: map[string]any{"card": map[string]any{"type": "card_json", "data": data}, "sequence": t.app.nextSeq(h.cardID, h.created)}})
+	}
+	err := content(cardText(text))
+	if streamingClosed(err) {
 		// The whole card, streaming on until the final.
-		err = op(request{method: http.MethodPut, path: cardPath, chat: t.cfg.chatID,
-			json: map[string]any{"card": map[string]any{"type": "card_json", "data": cardJSON(text, !m.Final)}, "sequence": t.app.nextSeq(h.cardID, h.created)}})
-	case err == nil && m.Final:
-		settings, _ := json.Marshal(map[string]any{"config": map[string]any{"streaming_mode": false, "summary": map[string]any{"content": summary(m.Text)}}})
+		err = whole(cardJSON(text, !m.Final))
+		if cardRefused(err) && m.Final {
+			t.a.Fallback(Name, "card_refused")
+			err = whole(plainCardJSON(text))
+		}
+	} else if cardRefused(err) {
+		if !m.Final {
+			return nil // a preview Feishu refuses waits for the final
+		}
+		t.a.Fallback(Name, "card_refused") // the final as plain text, in the same card
+		err = content(plainText(text))
+	}
+	if err == nil && m.Final {
+		settings, _ := json.Marshal(map[string]any{"config": map[string]any{"streaming_mode": false, "summary": map[string]any{"content": summary(plainText(m.Text))}}})
 		err = op(request{method: http.MethodPatch, path: cardPath + "/settings", chat: t.cfg.chatID,
 			json: map[string]any{"settings": string(settings), "sequence": t.app.nextSeq(h.cardID, h.created)}})
+		if streamingClosed(err) {
+			err = nil // closed already (the whole card was updated with streaming off)
+		}
 	}
 	if err != nil || !m.Final {
 		return err
@@ -296,12 +321,11 @@ func (t *Target) sendFinal(ctx context.Context, m adapter.Message, parts []strin
 		if text == "" && (len(parts) > 1 || len(m.Files) > 0) {
 			continue
 		}
-		content, _ := json.Marshal(map[string]string{"text": text})
 		reply := ""
 		if len(ids) == 0 {
 			reply = replyTo
 		}
-		id, err := t.sendMessage(ctx, "text", string(content), uuid(m.IdempotencyKey, "text", first+i), reply)
+		id, err := t.sendRich(ctx, text, m.IdempotencyKey, first+i, reply)
 		if err != nil {
 			return nil, err
 		}
@@ -424,8 +448,11 @@ func fileType(f adapter.File) string {
 	return "stream"
 }
 
-// splitText cuts a final's text into messages of at most MaxTextLength characters.
-func splitText(text string) []string { return adapter.SplitText(text, MaxTextLength) }
+// splitText cuts a final's text into cards whose Markdown is at most MaxTextLength characters,
+// between blocks.
+func splitText(text string) []string {
+	return markdown.Split(text, MaxTextLength, func(s string) int { return utf8.RuneCountInString(cardText(s)) })
+}
 
 // truncate cuts a streamed preview at MaxTextLength characters.
 func truncate(text string) string { return adapter.Truncate(text, MaxTextLength) }

@@ -40,16 +40,18 @@ type callback struct {
 // msgEvent is a message event (docs "message event"), or an app_mention (same fields, no
 // channel_type).
 type msgEvent struct {
-	Type         string `json:"type"`
-	Subtype      string `json:"subtype"`
-	User         string `json:"user"`
-	BotID        string `json:"bot_id"`
-	Text         string `json:"text"`
-	TS           string `json:"ts"`
-	ThreadTS     string `json:"thread_ts"`
-	ParentUserID string `json:"parent_user_id"`
-	Channel      string `json:"channel"`
-	ChannelType  string `json:"channel_type"`
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	User    string `json:"user"`
+	BotID   string `json:"bot_id"`
+	Text    string `json:"text"`
+	// Blocks are the message's blocks: a person's rich_text, written as Markdown (richtext.go).
+	Blocks       json.RawMessage `json:"blocks"`
+	TS           string          `json:"ts"`
+	ThreadTS     string          `json:"thread_ts"`
+	ParentUserID string          `json:"parent_user_id"`
+	Channel      string          `json:"channel"`
+	ChannelType  string          `json:"channel_type"`
 	Files        []struct {
 		ID         string `json:"id"`
 		Name       string `json:"name"`
@@ -134,6 +136,9 @@ func (a *Adapter) pollAccount(chans []adapter.Channel, bots []adapter.Bot) (*con
 // message event of the channel: channels take the message event only.
 func (a *Adapter) dispatch(ctx context.Context, cb callback, chans []adapter.Channel, bots []adapter.Bot, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
 	ev := cb.Event
+	if md, ok := richMarkdown(ev.Blocks); ok {
+		ev.Text = md // a person's formatting, as Markdown
+	}
 	isBot := ev.BotID != "" || ev.Subtype == "bot_message"
 	if cb.Type != "event_callback" && cb.Type != "" || (ev.Type != "message" && ev.Type != "app_mention") ||
 		(ev.Subtype != "" && ev.Subtype != "file_share" && ev.Subtype != "thread_broadcast" && ev.Subtype != "bot_message") ||

@@ -9,7 +9,10 @@
 // {"event_type":"ximd_message","event_payload":{"idempotency_key",...}}, so a delivery a crash
 // left in doubt is settled by finding it in the conversation (conversations.history or
 // conversations.replies with include_all_metadata) instead of being answered
-// delivery_outcome_unknown. Finals longer than MaxTextLength are split; files go out through
+// delivery_outcome_unknown. The agent's Markdown is sent as Slack's markdown_text (streams) and a
+// markdown block with the plain form as text (posts, updates), plain text alone when Slack
+// refuses the block (render.go); a person's rich_text comes in as Markdown (richtext.go). Finals
+// whose Markdown is longer than MaxTextLength are split between blocks; files go out through
 // files.getUploadURLExternal and files.completeUploadExternal; replies in the replied-to
 // message's thread.
 //
@@ -55,9 +58,6 @@ const Name = "slack"
 
 // Limits (docs/adapters/slack.md).
 const (
-	// MaxTextLength is the most characters one message holds here: markdown_text takes 12,000
-	// (a text 40,000; Slack truncates long texts in clients).
-	MaxTextLength = 12000
 	// MetadataEventType marks ximd's messages.
 	MetadataEventType = "ximd_message"
 	// LookupMessages bounds how far back Lookup reads the conversation.
@@ -106,7 +106,7 @@ type workspace struct {
 	me       identity             // the bot's identity (auth.test), zero until known
 	until    map[string]time.Time // conversation -> no call before (a 429's Retry-After)
 	noStream map[string]bool      // conversations whose type does not take streams
-	shown    map[string]int       // streamed message ts -> bytes of its text appended so far
+	shown    map[string]string    // streamed message ts -> the markdown_text it shows so far
 	parts    map[string][]string  // idempotency key -> ts of the parts of a split final sent
 	lookups  *lookups             // what its bots remember of Slack
 }
@@ -115,7 +115,7 @@ func (a *Adapter) workspace(c *config) *workspace {
 	return a.Accounts.Get(c.workspaceKey(), func() *workspace {
 		hc := a.HTTPClient
 		return &workspace{api: slack.New(c.botToken, slack.OptionAPIURL(c.apiURL), slack.OptionHTTPClient(hc)), http: hc, tok: c.botToken,
-			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]int{}, parts: map[string][]string{},
+			until: map[string]time.Time{}, noStream: map[string]bool{}, shown: map[string]string{}, parts: map[string][]string{},
 			lookups: newLookups()}
 	})
 }
@@ -313,9 +313,9 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 			t.ws.mu.Unlock()
 			t.a.Logger.Info("slack_stream_not_supported", "channel_id", t.cfg.channelID)
 		}
-		return t.post(ctx, truncate(m.Text), t.thread(m.ReplyTo), metadata(m.IdempotencyKey, 0, false, ""))
+		return t.post(ctx, preview(m.Text), t.thread(m.ReplyTo), metadata(m.IdempotencyKey, 0, false, ""))
 	}
-	parts := adapter.SplitText(m.Text, MaxTextLength)
+	parts := split(m.Text)
 	whole := len(parts) == 1 && len(m.Files) == 0
 	ts, err := t.post(ctx, parts[0], t.thread(m.ReplyTo), metadata(m.IdempotencyKey, 0, whole, m.Text))
 	if err != nil || whole {
@@ -368,10 +368,10 @@ func (t *Target) Edit(ctx context.Context, ts string, m adapter.Message) error {
 			return err
 		}
 	}
-	parts := adapter.SplitText(m.Text, MaxTextLength)
 	if !m.Final {
-		return t.update(ctx, ts, truncate(m.Text), metadata(m.IdempotencyKey, 0, false, ""))
+		return t.update(ctx, ts, preview(m.Text), metadata(m.IdempotencyKey, 0, false, ""))
 	}
+	parts := split(m.Text)
 	if len(parts) == 1 && len(m.Files) == 0 {
 		return t.update(ctx, ts, parts[0], metadata(m.IdempotencyKey, 0, true, m.Text))
 	}
@@ -393,28 +393,35 @@ func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
 	})
 }
 
+// post sends text (the agent's Markdown) as a message: a markdown block and the plain text, or
+// the plain text alone when Slack refuses the block.
 func (t *Target) post(ctx context.Context, text, thread string, md slack.SlackMetadata) (string, error) {
-	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionMetadata(md)}
-	if thread != "" {
-		opts = append(opts, slack.MsgOptionTS(thread))
-	}
+	f := formOf(text)
 	var ts string
-	err := t.ws.call(ctx, "chat.postMessage", t.cfg.channelID, func(ctx context.Context) (err error) {
-		_, ts, err = t.ws.api.PostMessageContext(ctx, t.cfg.channelID, opts...)
-		return err
+	err := t.rich(ctx, func(plain bool) error {
+		opts := append(f.options(plain), slack.MsgOptionMetadata(md))
+		if thread != "" {
+			opts = append(opts, slack.MsgOptionTS(thread))
+		}
+		return t.ws.call(ctx, "chat.postMessage", t.cfg.channelID, func(ctx context.Context) (err error) {
+			_, ts, err = t.ws.api.PostMessageContext(ctx, t.cfg.channelID, opts...)
+			return err
+		})
 	})
 	return ts, err
 }
 
+// update replaces a message's text (the agent's Markdown) as post sends it.
 func (t *Target) update(ctx context.Context, ts, text string, md slack.SlackMetadata) error {
-	return t.ws.call(ctx, "chat.update", t.cfg.channelID, func(ctx context.Context) error {
-		_, _, _, err := t.ws.api.UpdateMessageContext(ctx, t.cfg.channelID, ts, slack.MsgOptionText(text, false), slack.MsgOptionMetadata(md))
-		return err
+	f := formOf(text)
+	return t.rich(ctx, func(plain bool) error {
+		opts := append(f.options(plain), slack.MsgOptionMetadata(md))
+		return t.ws.call(ctx, "chat.update", t.cfg.channelID, func(ctx context.Context) error {
+			_, _, _, err := t.ws.api.UpdateMessageContext(ctx, t.cfg.channelID, ts, opts...)
+			return err
+		})
 	})
 }
-
-// truncate cuts a streamed preview at MaxTextLength characters.
-func truncate(text string) string { return adapter.Truncate(text, MaxTextLength) }
 
 func (ws *workspace) sentParts(key string) []string {
 	ws.mu.Lock()

@@ -14,7 +14,7 @@ import (
 // startStream starts a native stream with the text so far (in the channel's thread, or the
 // replied-to message's).
 func (t *Target) startStream(ctx context.Context, m adapter.Message) (string, error) {
-	text := truncate(m.Text)
+	text := formOf(preview(m.Text)).md
 	opts := []slack.MsgOption{slack.MsgOptionMarkdownText(text), slack.MsgOptionMetadata(metadata(m.IdempotencyKey, 0, false, ""))}
 	if th := t.thread(m.ReplyTo); th != "" {
 		opts = append(opts, slack.MsgOptionTS(th))
@@ -31,7 +31,7 @@ func (t *Target) startStream(ctx context.Context, m adapter.Message) (string, er
 		return "", err
 	}
 	t.ws.mu.Lock()
-	t.ws.shown[ts] = len(text)
+	t.ws.shown[ts] = text
 	t.ws.mu.Unlock()
 	return ts, nil
 }
@@ -52,37 +52,37 @@ func (t *Target) recipient(ctx context.Context, thread string) (team, user strin
 	return me.team, l.threadStarter(ctx, t.ws, t.cfg.channelID, thread)
 }
 
-// editStream applies a streamed message's text to its stream: what is new is appended, and the
-// final stops the stream (its further parts and files follow, then the final mark). done is
-// false when the message is not a stream this process can continue (it was stopped, or its
-// text so far is unknown or not a prefix): the caller then updates it whole.
+// editStream applies a streamed message's text to its stream: the Markdown form of the text so
+// far, of which what is new is appended, and the final stops the stream (its further parts and
+// files follow, then the final mark). done is false when the message is not a stream this process
+// can continue (it was stopped, or what it shows is unknown or not a prefix of the new form, as
+// when a table completes): the caller then updates it whole, as a markdown block.
 func (t *Target) editStream(ctx context.Context, ts string, m adapter.Message) (done bool, err error) {
 	t.ws.mu.Lock()
-	n, known := t.ws.shown[ts]
+	shown, known := t.ws.shown[ts]
 	t.ws.mu.Unlock()
-	parts := adapter.SplitText(m.Text, MaxTextLength)
-	text := truncate(m.Text)
+	parts := split(m.Text)
+	src := preview(m.Text)
 	if m.Final {
-		text = parts[0]
+		src = parts[0]
 	}
+	text := formOf(src).md
 	if !known {
 		// Another process streamed it (a restart, a hand-over): what it shows tells.
 		msg, found, err := t.find(ctx, func(msg slack.Message) bool { return msg.Timestamp == ts })
 		if err != nil || !found {
 			return false, err
 		}
-		n = len(msg.Text)
-		if !strings.HasPrefix(text, msg.Text) {
-			n = -1
-		}
+		shown = msg.Text
 	}
-	if n < 0 || n > len(text) {
+	if !strings.HasPrefix(text, shown) {
 		if m.Final {
 			_ = t.stop(ctx, ts, "", nil) // whatever it shows is replaced by the update
+			t.forget(ts)
 		}
 		return !m.Final, nil // a preview that cannot be appended waits for the final
 	}
-	more := text[n:]
+	more := text[len(shown):]
 	if !m.Final {
 		if more == "" {
 			return true, nil
@@ -93,7 +93,7 @@ func (t *Target) editStream(ctx context.Context, ts string, m adapter.Message) (
 		})
 		if err == nil {
 			t.ws.mu.Lock()
-			t.ws.shown[ts] = len(text)
+			t.ws.shown[ts] = text
 			t.ws.mu.Unlock()
 		}
 		if slackCode(err) == "message_not_in_streaming_state" || codeIs(err, "message_not_in_streaming_state") {
@@ -105,17 +105,23 @@ func (t *Target) editStream(ctx context.Context, ts string, m adapter.Message) (
 	md := metadata(m.IdempotencyKey, 0, whole, m.Text)
 	if err := t.stop(ctx, ts, more, &md); err != nil {
 		if codeIs(err, "message_not_in_streaming_state") {
+			t.forget(ts)
 			return false, nil // stopped by an earlier attempt: the update applies the final
 		}
 		return true, err
 	}
-	t.ws.mu.Lock()
-	delete(t.ws.shown, ts)
-	t.ws.mu.Unlock()
+	t.forget(ts)
 	if whole {
 		return true, nil
 	}
 	return true, t.finish(ctx, ts, m, parts)
+}
+
+// forget drops what this process knew of a stream that is stopped.
+func (t *Target) forget(ts string) {
+	t.ws.mu.Lock()
+	delete(t.ws.shown, ts)
+	t.ws.mu.Unlock()
 }
 
 // stop ends a stream, appending text (if any) and setting its metadata (if any).

@@ -104,6 +104,9 @@ func seen(fake *slacktest.Server, ch string, bot slacktest.Bot) []adaptertest.Se
 			continue
 		}
 		s := adaptertest.Seen{ID: m.TS, Text: m.Text}
+		if m.Markdown != "" {
+			s.Text = m.Markdown // what the person reads: the markdown block
+		}
 		if m.ThreadTS != "" && m.ThreadTS != m.TS {
 			s.ReplyTo = m.ThreadTS
 		}

@@ -101,6 +101,15 @@ type cardError struct {
 	msg  string
 }
 
+// cardKit is the CardKit answer of a refusal: its own code, except the card content errors
+// Feishu reports as 230099 there too (the table limit).
+func (ce *cardError) cardKit() *apiError {
+	if ce.code == errTooManyTables.code {
+		return cardContentError(ce.code, ce.msg)
+	}
+	return badRequest(ce.code, ce.msg)
+}
+
 // parsedCard is card JSON the fake understood.
 type parsedCard struct {
 	schema      string
@@ -156,6 +165,9 @@ func parseCard(data string, v2Only bool) (*parsedCard, *cardError) {
 	}
 	if len(p.elements) > maxCardElements {
 		return nil, &cardError{300305, "The number of card components exceeds 200"}
+	}
+	if ce := checkTables(p.elements); ce != nil {
+		return nil, ce
 	}
 	seen := map[string]bool{}
 	for _, e := range p.elements {
@@ -223,7 +235,7 @@ func (s *Server) createCard(q *request) (any, *apiError) {
 	}
 	p, ce := parseCard(in.Data, true)
 	if ce != nil {
-		return nil, badRequest(ce.code, ce.msg)
+		return nil, ce.cardKit()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,6 +335,13 @@ func (s *Server) streamText(q *request) (any, *apiError) {
 	if el.tag != "markdown" && el.tag != "plain_text" {
 		return nil, badRequest(300310, "Only update text")
 	}
+	was := el.content
+	el.content = *in.Content
+	ce := checkTables(c.elements)
+	el.content = was
+	if ce != nil {
+		return nil, ce.cardKit()
+	}
 	if e := s.spendCardLocked(c.id, now); e != nil {
 		return nil, e
 	}
@@ -410,7 +429,7 @@ func (s *Server) updateCard(q *request) (any, *apiError) {
 	}
 	p, ce := parseCard(in.Card.Data, true)
 	if ce != nil {
-		return nil, badRequest(ce.code, ce.msg)
+		return nil, ce.cardKit()
 	}
 	if e := s.spendCardLocked(c.id, now); e != nil {
 		return nil, e
@@ -441,4 +460,67 @@ func cardContent(content string) (cardID string, template bool) {
 		return "", true
 	}
 	return "", false
+}
+
+// maxCardTables is how many tables a card holds: "单张卡片最多支持放置五个表格组件" ("表格组件": at
+// most five table components a card). Feishu counts a markdown element's Markdown tables among
+// them and refuses a card past it with 11310 "card table number over limit" (wrapped in 230099
+// "Failed to create card content", as openclaw-lark#53 and openclaw#43690 quote Feishu).
+const maxCardTables = 5
+
+// errTooManyTables is the refusal of a card with more than maxCardTables tables.
+var errTooManyTables = &cardError{11310, "card table number over limit; ErrorValue: table"}
+
+// checkTables refuses elements whose markdown holds more tables than a card takes.
+func checkTables(elements []*cardElement) *cardError {
+	n := 0
+	for _, e := range elements {
+		if e.tag == "markdown" {
+			n += markdownTables(e.content)
+		}
+	}
+	if n > maxCardTables {
+		return errTooManyTables
+	}
+	return nil
+}
+
+// markdownTables counts the GFM tables of a Markdown text as a renderer sees them: a line with a
+// "|" followed by a delimiter row ("|---|:--:|"), outside fenced code.
+func markdownTables(md string) int {
+	lines := strings.Split(md, "\n")
+	n, fence := 0, ""
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case fence != "":
+			if strings.HasPrefix(t, fence) {
+				fence = ""
+			}
+			continue
+		case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
+			fence = t[:3]
+			continue
+		}
+		if i+1 < len(lines) && strings.Contains(t, "|") && delimiterRow(lines[i+1]) {
+			n++
+		}
+	}
+	return n
+}
+
+// delimiterRow reports whether a line is a table's delimiter row: cells of dashes, each with an
+// optional colon at either end.
+func delimiterRow(l string) bool {
+	t := strings.Trim(strings.TrimSpace(l), "|")
+	if !strings.Contains(l, "-") || strings.TrimSpace(t) == "" {
+		return false
+	}
+	for _, cell := range strings.Split(t, "|") {
+		c := strings.Trim(strings.TrimSpace(cell), ":")
+		if c == "" || strings.Trim(c, "-") != "" {
+			return false
+		}
+	}
+	return true
 }

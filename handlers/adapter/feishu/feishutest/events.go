@@ -98,6 +98,18 @@ func (s *Server) PostMentioning(chatID string, from User, text string, mentioned
 	return s.postPerson(chatID, from, "PostMentioning", "text", string(content), nil, "", mentioned)
 }
 
+// PostRich makes a person send a rich-text (post) message: content is its content as Feishu
+// delivers it ("Receive message content", post: {"title","content":[[run,...],...]}, each run a
+// text with its style, a, at, img, code_block, md, emotion or hr), mentioned the open_ids its
+// "@_user_N" at runs name, in order. It panics on content that is not a post, or an unknown
+// chat.
+func (s *Server) PostRich(chatID string, from User, content json.RawMessage, mentioned ...string) (messageID, eventID string) {
+	if _, ok := postText(string(content)); !ok {
+		panic("feishutest: PostRich: content is not a post")
+	}
+	return s.postPerson(chatID, from, "PostRich", "post", string(content), nil, "", mentioned)
+}
+
 // PostReply is Post replying to a message of the chat.
 func (s *Server) PostReply(chatID string, from User, text, parentID string) (messageID, eventID string) {
 	content, _ := json.Marshal(map[string]string{"text": text})
@@ -162,10 +174,13 @@ func (s *Server) postPerson(chatID string, from User, helper, msgType, content s
 	}
 	now := s.Now()
 	text := ""
-	if msgType == "text" {
+	switch msgType {
+	case "text":
 		var c struct{ Text string }
 		_ = json.Unmarshal([]byte(content), &c)
 		text = c.Text
+	case "post":
+		text, _ = postText(content)
 	}
 	m := &message{id: "om_" + randHex(32), chatID: ch.id, fromUser: from.OpenID, msgType: msgType,
 		content: content, text: text, file: f, at: now, mentions: s.mentionsLocked(helper, mentioned)}

@@ -101,6 +101,24 @@ func (s *Server) Post(channel string, from User, text, threadTS string) (ts, eve
 	defer s.mu.Unlock()
 	ch := s.mustChannel(channel, "Post")
 	m := s.addPersonMessageLocked(ch, from, text, threadTS)
+	m.blocks = textBlocks(text)
+	return m.ts, s.messageEventLocked(ch, m, nil)
+}
+
+// PostRich makes a person post a formatted message, as Slack's composer sends one: blocks are
+// its rich_text blocks (a JSON array: rich_text_section, rich_text_list, rich_text_preformatted,
+// rich_text_quote with their elements) and text the plain rendering Slack puts beside them
+// (mrkdwn). Every bot member gets a message event with both. It returns the message ts and the
+// event_id.
+func (s *Server) PostRich(channel string, from User, text string, blocks json.RawMessage, threadTS string) (ts, eventID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.mustChannel(channel, "PostRich")
+	if !json.Valid(blocks) {
+		panic("slacktest: PostRich: blocks are not JSON")
+	}
+	m := s.addPersonMessageLocked(ch, from, text, threadTS)
+	m.blocks = append(json.RawMessage(nil), blocks...)
 	return m.ts, s.messageEventLocked(ch, m, nil)
 }
 
@@ -151,6 +169,9 @@ func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[str
 		"team":          s.teamID,
 	}
 	s.threadFieldsLocked(ch, m, ev)
+	if len(m.blocks) > 0 {
+		ev["blocks"] = m.blocks
+	}
 	if len(m.files) > 0 {
 		var fs []map[string]any
 		for _, f := range m.files {
@@ -162,7 +183,11 @@ func (s *Server) messageEventLocked(ch *channelState, m *msgState, extra map[str
 		ev[k] = v
 	}
 	id := s.sendEventLocked(ev, s.botsIn(ch))
-	s.mentionEventsLocked(ch, m, map[string]any{"client_msg_id": m.clientMsgID})
+	mention := map[string]any{"client_msg_id": m.clientMsgID}
+	if len(m.blocks) > 0 {
+		mention["blocks"] = m.blocks
+	}
+	s.mentionEventsLocked(ch, m, mention)
 	return id
 }
 

@@ -120,6 +120,10 @@ func (s *Server) chatPostMessage(q *request) answer {
 	if e := checkText(text, md); e != "" {
 		return errAnswer(e)
 	}
+	blocks, e := checkBlocks(q.str("blocks"))
+	if e != "" {
+		return errAnswer(e)
+	}
 	meta, e := parseMetadata(q.str("metadata"))
 	if e != "" {
 		return errAnswer(e)
@@ -139,6 +143,7 @@ func (s *Server) chatPostMessage(q *request) answer {
 	}
 	m := s.addBotMessageLocked(ch, q.bot, threadTS, text)
 	m.metadata = meta
+	m.setBlocks(blocks)
 	s.botMessageEventLocked(ch, m, q.bot)
 	return okAnswer(map[string]any{"channel": ch.id, "ts": m.ts, "message": s.wireMessage(m, true)})
 }
@@ -168,6 +173,10 @@ func (s *Server) chatUpdate(q *request) answer {
 	if e := checkText(text, q.str("markdown_text")); e != "" {
 		return errAnswer(e)
 	}
+	blocks, e := checkBlocks(q.str("blocks"))
+	if e != "" {
+		return errAnswer(e)
+	}
 	meta, e := parseMetadata(q.str("metadata"))
 	if e != "" {
 		return errAnswer(e)
@@ -193,6 +202,9 @@ func (s *Server) chatUpdate(q *request) answer {
 	}
 	if text != "" {
 		m.text = text
+	}
+	if text != "" || blocks != nil {
+		m.setBlocks(blocks) // chat.update replaces the blocks with the text
 	}
 	if meta != nil {
 		m.metadata = meta
@@ -446,6 +458,9 @@ func (s *Server) wireMessage(m *msgState, withMeta bool) map[string]any {
 	if m.threadTS != "" {
 		w["thread_ts"] = m.threadTS
 	}
+	if len(m.blocks) > 0 {
+		w["blocks"] = m.blocks
+	}
 	if m.editedTS != "" {
 		w["edited"] = map[string]any{"user": m.user, "ts": m.editedTS}
 	}
@@ -465,4 +480,12 @@ func (s *Server) wireMessage(m *msgState, withMeta bool) map[string]any {
 		w["reply_count"] = m.replies
 	}
 	return w
+}
+
+// setBlocks gives a message its blocks (nil: none).
+func (m *msgState) setBlocks(b *checkedBlocks) {
+	m.blocks, m.markdown = nil, ""
+	if b != nil {
+		m.blocks, m.markdown = b.raw, b.markdown
+	}
 }

@@ -1,6 +1,7 @@
 package slacktest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -73,6 +74,11 @@ type Message struct {
 	User     string // the author's user id (a bot's UserID for bot messages)
 	BotID    string // set for bot messages
 	Text     string // text, or markdown_text, after updates and appends
+	// Markdown is what the message's markdown blocks say (their text, joined by blank lines): what
+	// a person reads when the message has them. "" without markdown blocks.
+	Markdown string
+	// Blocks are the message's blocks as sent or received (a person's rich_text), nil if none.
+	Blocks   json.RawMessage
 	Metadata *Metadata
 	Files    []File
 	// Streaming is set between chat.startStream and chat.stopStream.
@@ -167,6 +173,8 @@ type msgState struct {
 	user, botID    string
 	appID          string
 	text           string
+	blocks         json.RawMessage // as sent, or a person's rich_text
+	markdown       string          // the text of its markdown blocks
 	subtype        string
 	clientMsgID    string
 	metadata       *Metadata
@@ -346,7 +354,8 @@ func (s *Server) Messages(channel string) []Message {
 
 func (s *Server) publicMessage(m *msgState) Message {
 	pm := Message{
-		TS: m.ts, ThreadTS: m.threadTS, User: m.user, BotID: m.botID, Text: m.text,
+		TS: m.ts, ThreadTS: m.threadTS, User: m.user, BotID: m.botID, Text: m.text, Markdown: m.markdown,
+		Blocks:    append(json.RawMessage(nil), m.blocks...),
 		Streaming: m.streaming, Edits: m.edits, Appends: m.appends,
 	}
 	if m.metadata != nil {
