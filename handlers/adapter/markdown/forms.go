@@ -143,7 +143,11 @@ func (w *mdWriter) list(l *ast.List) {
 		}
 		// Four spaces a level (Feishu's rule, and CommonMark's for a marker up to four wide).
 		indent := strings.Repeat(" ", max(4, len(marker)))
-		w.b.WriteString(marker + prefixLines(body, indent, "")[len(indent):])
+		first, rest, more := strings.Cut(body, "\n")
+		w.b.WriteString(strings.TrimRight(marker+first, " "))
+		if more {
+			w.b.WriteString("\n" + prefixLines(rest, indent, ""))
+		}
 		w.b.WriteString("\n")
 		if !l.IsTight && it.NextSibling() != nil {
 			w.b.WriteString("\n")

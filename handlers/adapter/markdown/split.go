@@ -154,7 +154,7 @@ func (s *splitter) cutBlock(d *Doc, blk topBlock) []string {
 // packWrapped packs units (lines with their newlines) into parts head + units + tail, each
 // within the limit; a unit too large is cut as text. Nil when head and tail leave no room.
 func (s *splitter) packWrapped(head string, units []string, tail string) []string {
-	room := s.limit - s.count(head+tail)
+	room := s.limit - s.count(head+"\n"+tail)
 	if room < s.limit/4 || room <= 0 {
 		return nil
 	}
