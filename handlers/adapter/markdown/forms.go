@@ -204,14 +204,14 @@ func (w *mdWriter) inline(n ast.Node) {
 		case n.HardLineBreak() && w.slack:
 			w.b.WriteString("  \n")
 		case n.HardLineBreak():
-			w.b.WriteString("<br>\n") // the card's documented line break tag
+			w.b.WriteString("<br>") // the card's documented line break tag, inline (a line of it alone would be an HTML block)
 		case n.SoftLineBreak():
 			w.b.WriteString("\n")
 		}
 	case *ast.String:
 		w.b.WriteString(w.escape(string(n.Value), false))
 	case *ast.CodeSpan:
-		body := w.d.text(n)
+		body := strings.ReplaceAll(w.d.text(n), "\n", " ") // a code span's line ending is a space
 		ticks := strings.Repeat("`", longestRun(body, '`')+1)
 		if strings.HasPrefix(body, "`") || strings.HasSuffix(body, "`") {
 			body = " " + body + " "

@@ -6,8 +6,20 @@
 // The forms:
 //   - [Doc.Plain]: plain text (a platform's fall-back, Matrix's body, notifications);
 //   - [Doc.HTML] with a [Dialect]: [Web] (the webchat page, the webhook's "html"), [Matrix]
-//     (org.matrix.custom.html), [Telegram] (Telegram's HTML parse mode: its tags only, headings,
-//     lists and tables written with what it has).
+//     (org.matrix.custom.html), [Telegram] (Telegram's HTML parse mode: its tags only, its entity
+//     nesting rules, headings, lists and tables written with what it has);
+//   - [Doc.Slack]: Markdown for Slack's markdown block and markdown_text;
+//   - [Doc.Feishu]: Markdown for a Feishu card's markdown element, with a table budget.
+//
+// Links are kept only to http, https and mailto URLs ([SafeURL]); an image is its text, linked.
+// A table shown as text ([Telegram], Slack, Feishu past its budget, plain) is aligned in display
+// columns (a CJK character or an emoji takes two). [Split] cuts a long text between top-level
+// blocks so every part renders on its own.
+//
+// testdata/corpus holds the shared sample of agent-style Markdown and testdata/golden each form
+// of it (UPDATE_GOLDEN=1 go test rewrites them; review the diff); the tests validate the Telegram
+// form against Telegram's HTML rules and the web and Matrix forms against their allow-lists, on
+// the corpus, an XSS corpus and fuzzed input.
 //
 // A partial text (a streamed preview) parses like any other: an open fence runs to the end, a
 // half-written "**" or a link without its ")" stays text, so every delta renders safely, and the

@@ -339,11 +339,11 @@ func (r *htmlRenderer) inline(n ast.Node) {
 		r.esc(string(n.Value))
 	case *ast.CodeSpan:
 		if r.dl.Entities && r.open > 0 { // code is never part of another entity
-			r.esc(r.d.text(n))
+			r.esc(strings.ReplaceAll(r.d.text(n), "\n", " "))
 			return
 		}
 		r.tag("<code>")
-		r.esc(r.d.text(n))
+		r.esc(strings.ReplaceAll(r.d.text(n), "\n", " ")) // a code span's line ending is a space
 		r.tag("</code>")
 	case *ast.Emphasis:
 		tag := "i"

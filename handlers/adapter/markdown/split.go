@@ -18,7 +18,8 @@ import (
 // and delimiter rows repeated in every part; a list between items; anything else, and an item or
 // a line still too large, at the last paragraph break, line break or space that fits (a word
 // longer than a part is cut where it must). Blank lines between blocks become one; a link
-// reference definition stays with the block before it. A text within limit is returned as is.
+// reference definition stays with the block before it. A text within limit is returned as is;
+// a longer one of blanks only has no parts.
 func Split(text string, limit int, count func(string) int) []string {
 	if count == nil {
 		count = utf8.RuneCountInString
@@ -36,7 +37,13 @@ func Split(text string, limit int, count func(string) int) []string {
 		}
 		chunks = append(chunks, s.cutBlock(d, blk)...)
 	}
-	return s.pack(chunks, "\n\n")
+	var parts []string
+	for _, p := range s.pack(chunks, "\n\n") {
+		if strings.TrimSpace(p) != "" { // a part of blanks only would be an empty message
+			parts = append(parts, p)
+		}
+	}
+	return parts
 }
 
 type splitter struct {
@@ -58,7 +65,9 @@ func (d *Doc) topBlocks() []topBlock {
 	for n := d.root.FirstChild(); n != nil; n = n.NextSibling() {
 		start := lineStart(d.src, n.Pos())
 		if len(bs) == 0 {
-			start = 0
+			if strings.TrimSpace(string(d.src[:start])) != "" {
+				start = 0 // what comes before the first block (a link reference definition) stays
+			}
 		} else if n.Pos() < 0 || start <= bs[len(bs)-1].start { // no position: part of the block before
 			continue
 		}
@@ -96,15 +105,20 @@ func (s *splitter) cutBlock(d *Doc, blk topBlock) []string {
 	case *ast.FencedCodeBlock:
 		opener := strings.TrimRight(lines[0], "\n")
 		trimmed := strings.TrimLeft(opener, " ")
-		fence := trimmed[:len(trimmed)-len(strings.TrimLeft(trimmed, string(trimmed[0])))]
-		body := lines[1:]
-		if last := strings.TrimSpace(body[max(0, len(body)-1)]); len(body) > 0 && strings.HasPrefix(last, fence) && strings.Trim(last, string(fence[0])) == "" {
-			body = body[:len(body)-1] // its closing fence
+		if trimmed == "" || trimmed[0] != '`' && trimmed[0] != '~' {
+			break // not the fence line (text before it): cut as text
+		}
+		fence := trimmed[:len(trimmed)-len(strings.TrimLeft(trimmed, trimmed[:1]))]
+		body, closer := lines[1:], fence
+		if len(body) > 0 {
+			if last := strings.TrimSpace(body[len(body)-1]); strings.HasPrefix(last, fence) && strings.Trim(last, fence[:1]) == "" {
+				body, closer = body[:len(body)-1], last // its closing fence, which closes every part
+			}
 		}
 		if len(body) > 0 {
 			body[len(body)-1] = strings.TrimRight(body[len(body)-1], "\n") + "\n"
 		}
-		if parts := s.packWrapped(opener+"\n", body, fence); parts != nil {
+		if parts := s.packWrapped(opener+"\n", body, closer); parts != nil {
 			return parts
 		}
 	case *east.Table:
