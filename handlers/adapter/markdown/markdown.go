@@ -6,8 +6,20 @@
 // The forms:
 //   - [Doc.Plain]: plain text (a platform's fall-back, Matrix's body, notifications);
 //   - [Doc.HTML] with a [Dialect]: [Web] (the webchat page, the webhook's "html"), [Matrix]
-//     (org.matrix.custom.html), [Telegram] (Telegram's HTML parse mode: its tags only, headings,
-//     lists and tables written with what it has).
+//     (org.matrix.custom.html), [Telegram] (Telegram's HTML parse mode: its tags only, its entity
+//     nesting rules, headings, lists and tables written with what it has);
+//   - [Doc.Slack]: Markdown for Slack's markdown block and markdown_text;
+//   - [Doc.Feishu]: Markdown for a Feishu card's markdown element, with a table budget.
+//
+// Links are kept only to http, https and mailto URLs ([SafeURL]); an image is its text, linked.
+// A table shown as text ([Telegram], Slack, Feishu past its budget, plain) is aligned in display
+// columns (a CJK character or an emoji takes two). [Split] cuts a long text between top-level
+// blocks so every part renders on its own.
+//
+// testdata/corpus holds the shared sample of agent-style Markdown and testdata/golden each form
+// of it (UPDATE_GOLDEN=1 go test rewrites them; review the diff); the tests validate the Telegram
+// form against Telegram's HTML rules and the web and Matrix forms against their allow-lists, on
+// the corpus, an XSS corpus and fuzzed input.
 //
 // A partial text (a streamed preview) parses like any other: an open fence runs to the end, a
 // half-written "**" or a link without its ")" stays text, so every delta renders safely, and the
@@ -16,12 +28,15 @@ package markdown
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 // Doc is a parsed Markdown text.
@@ -44,7 +59,8 @@ func Parse(s string) *Doc {
 // Source is the text the Doc was parsed from.
 func (d *Doc) Source() string { return string(d.src) }
 
-// text is the literal text under n: its Text segments, code spans and raw HTML as written.
+// text is the text under n as a reader sees it: its Text segments with backslash escapes and
+// entity references resolved, code spans and raw HTML as written.
 func (d *Doc) text(n ast.Node) string {
 	var b bytes.Buffer
 	_ = ast.Walk(n, func(c ast.Node, entering bool) (ast.WalkStatus, error) {
@@ -53,7 +69,7 @@ func (d *Doc) text(n ast.Node) string {
 		}
 		switch c := c.(type) {
 		case *ast.Text:
-			b.Write(c.Segment.Value(d.src))
+			b.WriteString(d.textValue(c))
 			if c.SoftLineBreak() || c.HardLineBreak() {
 				b.WriteByte(' ')
 			}
@@ -65,12 +81,67 @@ func (d *Doc) text(n ast.Node) string {
 				b.Write(seg.Value(d.src))
 			}
 		case *ast.AutoLink:
-			b.Write(c.URL(d.src))
+			b.Write(c.Label(d.src))
 			return ast.WalkSkipChildren, nil
+		case *east.TaskCheckBox:
+			b.WriteString(checkBox(c.IsChecked))
 		}
 		return ast.WalkContinue, nil
 	})
 	return b.String()
+}
+
+// textValue is what a Text node shows: a code span's text as written, any other text with its
+// backslash escapes and entity references resolved (as CommonMark reads them).
+func (d *Doc) textValue(t *ast.Text) string {
+	v := t.Segment.Value(d.src)
+	if t.IsRaw() {
+		return string(v)
+	}
+	return unescape(v)
+}
+
+// unescape resolves backslash escapes and entity references in one pass, so an escaped "&"
+// never starts a reference.
+func unescape(v []byte) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v) && util.IsPunct(v[i+1]):
+			b.WriteByte(v[i+1])
+			i++
+		case c == '&':
+			end := bytes.IndexByte(v[i:min(len(v), i+40)], ';')
+			if end > 1 {
+				ref := v[i : i+end+1]
+				r := util.ResolveNumericReferences(ref)
+				if bytes.Equal(r, ref) {
+					r = util.ResolveEntityNames(ref)
+				}
+				if !bytes.Equal(r, ref) {
+					b.Write(r)
+					i += end
+					continue
+				}
+			}
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// linkDest is a link's destination as a browser reads it: escapes and references resolved,
+// spaces and non-ASCII percent-encoded.
+func linkDest(dest []byte) string { return string(util.URLEscape(dest, true)) }
+
+// checkBox is a task list item's box, in every form.
+func checkBox(checked bool) string {
+	if checked {
+		return "☑ "
+	}
+	return "☐ "
 }
 
 // lines is the literal lines of a block (a code block's, an HTML block's).

@@ -5,7 +5,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"unicode"
+
+	"golang.org/x/text/width"
 
 	"github.com/yuin/goldmark/ast"
 	east "github.com/yuin/goldmark/extension/ast"
@@ -27,18 +29,24 @@ type Dialect struct {
 	Break string
 	// LinkAttrs are added to every <a> (the web page's rel and target).
 	LinkAttrs string
+	// Align writes a table column's alignment as the cells' align attribute.
+	Align bool
+	// Entities is Telegram's entity model (https://core.telegram.org/bots/api#formatting-options):
+	// code and pre are never part of another entity (inside bold, italic, a strikethrough or a
+	// link a code span is its text) and quotes do not nest (a quote in a quote is its content).
+	Entities bool
 }
 
 // The dialects.
 var (
 	// Web is the webchat page's form (and the webhook's "html"): every block, links that open
 	// apart and tell nothing of the page.
-	Web = Dialect{Name: "web", Blocks: true, Strike: "del", Break: "<br>", LinkAttrs: ` rel="nofollow noopener noreferrer" target="_blank"`}
+	Web = Dialect{Name: "web", Blocks: true, Strike: "del", Break: "<br>", LinkAttrs: ` rel="nofollow noopener noreferrer" target="_blank"`, Align: true}
 	// Matrix is org.matrix.custom.html (the client-server spec's recommended tags).
 	Matrix = Dialect{Name: "matrix", Blocks: true, Strike: "del", Break: "<br>"}
 	// Telegram is the Bot API's HTML parse mode: b, i, s, u, a, code, pre (with a
 	// language-x class), blockquote; everything else written as text with those.
-	Telegram = Dialect{Name: "telegram", Strike: "s", Break: "\n"}
+	Telegram = Dialect{Name: "telegram", Strike: "s", Break: "\n", Entities: true}
 )
 
 // HTML renders d in dialect dl.
@@ -58,11 +66,14 @@ func (d *Doc) Plain() string {
 }
 
 type htmlRenderer struct {
-	d     *Doc
-	dl    Dialect
-	plain bool // no markup at all, nothing escaped
-	b     bytes.Buffer
-	depth int // list nesting, for dialects without lists
+	d      *Doc
+	dl     Dialect
+	plain  bool // no markup at all, nothing escaped
+	b      bytes.Buffer
+	depth  int // list nesting, for dialects without lists
+	open   int // inline entities open around the current node (emphasis, strikethrough, link)
+	inLink bool
+	quote  int // blockquote nesting
 }
 
 func (r *htmlRenderer) esc(s string) {
@@ -107,7 +118,9 @@ func (r *htmlRenderer) block(n ast.Node) {
 			r.b.WriteString("\n")
 		} else {
 			r.tag("<b>")
+			r.open++
 			r.inlines(n)
+			r.open--
 			r.tag("</b>")
 			r.b.WriteString("\n\n")
 		}
@@ -133,8 +146,12 @@ func (r *htmlRenderer) block(n ast.Node) {
 			r.b.WriteString("\n\n")
 		}
 	case *ast.Blockquote:
+		if r.dl.Entities && r.quote > 0 { // Telegram's quotes do not nest
+			r.blocks(n)
+			return
+		}
 		r.tag("<blockquote>")
-		inner := &htmlRenderer{d: r.d, dl: r.dl, plain: r.plain}
+		inner := &htmlRenderer{d: r.d, dl: r.dl, plain: r.plain, quote: r.quote + 1}
 		inner.blocks(n)
 		quoted := strings.TrimRight(inner.b.String(), "\n")
 		if r.plain {
@@ -175,6 +192,9 @@ func (r *htmlRenderer) para(n ast.Node) {
 }
 
 func (r *htmlRenderer) code(lang, body string) {
+	if r.dl.Entities && strings.TrimSpace(body) == "" { // Telegram refuses an empty entity
+		return
+	}
 	open := "<pre><code>"
 	if lang != "" && safeClass(lang) {
 		open = `<pre><code class="language-` + lang + `">`
@@ -237,6 +257,11 @@ func (r *htmlRenderer) list(l *ast.List) {
 				}
 			}
 			r.block(c)
+			trimNewline(&r.b)
+			r.b.WriteString("\n")
+		}
+		if it.FirstChild() == nil {
+			r.b.WriteString("\n")
 		}
 		r.depth--
 	}
@@ -272,7 +297,11 @@ func (r *htmlRenderer) table(t *east.Table) {
 			if head {
 				tag = "th"
 			}
-			r.tag("<" + tag + ">")
+			if a := cell.(*east.TableCell).Alignment; r.dl.Align && a != east.AlignNone {
+				r.tag("<" + tag + ` align="` + a.String() + `">`)
+			} else {
+				r.tag("<" + tag + ">")
+			}
 			r.inlines(cell)
 			r.tag("</" + tag + ">")
 		}
@@ -296,7 +325,7 @@ func (r *htmlRenderer) inlines(n ast.Node) {
 func (r *htmlRenderer) inline(n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
-		r.esc(string(n.Segment.Value(r.d.src)))
+		r.esc(r.d.textValue(n))
 		switch {
 		case n.HardLineBreak():
 			r.b.WriteString(r.dl.Break)
@@ -309,8 +338,12 @@ func (r *htmlRenderer) inline(n ast.Node) {
 	case *ast.String:
 		r.esc(string(n.Value))
 	case *ast.CodeSpan:
+		if r.dl.Entities && r.open > 0 { // code is never part of another entity
+			r.esc(strings.ReplaceAll(r.d.text(n), "\n", " "))
+			return
+		}
 		r.tag("<code>")
-		r.esc(r.d.text(n))
+		r.esc(strings.ReplaceAll(r.d.text(n), "\n", " ")) // a code span's line ending is a space
 		r.tag("</code>")
 	case *ast.Emphasis:
 		tag := "i"
@@ -321,14 +354,18 @@ func (r *htmlRenderer) inline(n ast.Node) {
 			tag = map[string]string{"i": "em", "b": "strong"}[tag]
 		}
 		r.tag("<" + tag + ">")
+		r.open++
 		r.inlines(n)
+		r.open--
 		r.tag("</" + tag + ">")
 	case *east.Strikethrough:
 		r.tag("<" + r.dl.Strike + ">")
+		r.open++
 		r.inlines(n)
+		r.open--
 		r.tag("</" + r.dl.Strike + ">")
 	case *ast.Link:
-		r.link(string(n.Destination), func() { r.inlines(n) })
+		r.link(linkDest(n.Destination), func() { r.inlines(n) })
 	case *ast.AutoLink:
 		u := string(n.URL(r.d.src))
 		if n.AutoLinkType == ast.AutoLinkEmail && !strings.HasPrefix(strings.ToLower(u), "mailto:") {
@@ -336,15 +373,11 @@ func (r *htmlRenderer) inline(n ast.Node) {
 		}
 		r.link(u, func() { r.esc(string(n.Label(r.d.src))) })
 	case *ast.Image: // never a remote image (a tracker): its text, linked
-		r.link(string(n.Destination), func() { r.esc(r.d.text(n)) })
+		r.link(linkDest(n.Destination), func() { r.esc(r.d.text(n)) })
 	case *ast.RawHTML: // shown as text
 		r.esc(r.d.text(n))
 	case *east.TaskCheckBox:
-		if n.IsChecked {
-			r.b.WriteString("☑ ")
-		} else {
-			r.b.WriteString("☐ ")
-		}
+		r.b.WriteString(checkBox(n.IsChecked))
 	default:
 		r.inlines(n)
 	}
@@ -353,10 +386,12 @@ func (r *htmlRenderer) inline(n ast.Node) {
 // link writes <a href> around body when dest is a safe link (http, https, mailto), else body
 // alone.
 func (r *htmlRenderer) link(dest string, body func()) {
-	if !SafeURL(dest) {
+	if r.inLink || !SafeURL(dest) { // a link in a link's text (an image's) is its text
 		body()
 		return
 	}
+	r.inLink = true
+	defer func() { r.inLink = false }()
 	if r.plain {
 		start := r.b.Len()
 		body()
@@ -366,7 +401,9 @@ func (r *htmlRenderer) link(dest string, body func()) {
 		return
 	}
 	r.tag(`<a href="` + attrEscaper.Replace(dest) + `"` + r.dl.LinkAttrs + ">")
+	r.open++
 	body()
+	r.open--
 	r.tag("</a>")
 }
 
@@ -387,13 +424,14 @@ func SafeURL(dest string) bool {
 }
 
 // tableText is a table as aligned text, one row a line, columns separated by " | ", the header
-// underlined.
+// underlined, each column aligned as the table says; widths are display columns (a CJK character
+// or an emoji takes two), so the columns line up in a monospace font.
 func (d *Doc) tableText(t *east.Table) string {
 	var rows [][]string
 	for row := t.FirstChild(); row != nil; row = row.NextSibling() {
 		var cells []string
 		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
-			cells = append(cells, strings.TrimSpace(d.text(cell)))
+			cells = append(cells, strings.Join(strings.Fields(d.text(cell)), " "))
 		}
 		rows = append(rows, cells)
 	}
@@ -403,20 +441,29 @@ func (d *Doc) tableText(t *east.Table) string {
 			if i >= len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+			widths[i] = max(widths[i], displayWidth(c))
 		}
 	}
 	var b strings.Builder
 	for ri, row := range rows {
+		var line strings.Builder
 		for i, c := range row {
 			if i > 0 {
-				b.WriteString(" | ")
+				line.WriteString(" | ")
 			}
-			b.WriteString(c)
-			if i < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)))
+			pad := widths[i] - displayWidth(c)
+			left := 0
+			if i < len(t.Alignments) {
+				switch t.Alignments[i] {
+				case east.AlignRight:
+					left = pad
+				case east.AlignCenter:
+					left = pad / 2
+				}
 			}
+			line.WriteString(strings.Repeat(" ", left) + c + strings.Repeat(" ", pad-left))
 		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
 		b.WriteString("\n")
 		if ri == 0 {
 			for i, w := range widths {
@@ -429,4 +476,21 @@ func (d *Doc) tableText(t *east.Table) string {
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// displayWidth is the columns s takes in a monospace font: East Asian wide and fullwidth
+// characters two, combining marks, variation selectors and joiners none, the rest one.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r) || unicode.Is(unicode.Cf, r) ||
+			r >= 0xFE00 && r <= 0xFE0F:
+		case width.LookupRune(r).Kind() == width.EastAsianWide || width.LookupRune(r).Kind() == width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
