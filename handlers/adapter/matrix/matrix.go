@@ -267,7 +267,13 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 			return err
 		}
 	}
-	main := evs[0]
+	_, err = t.send(ctx, editOf(targetMessageID, m.Final, evs[0]))
+	return err
+}
+
+// editOf is the m.replace of event targetMessageID by main: main's content as m.new_content, "* "
+// and the start of its plain text as the fallback body, a transaction id derived from the edit.
+func editOf(targetMessageID string, final bool, main outEvent) outEvent {
 	body, _ := main.content["body"].(string)
 	edit := map[string]any{
 		"msgtype":       main.content["msgtype"],
@@ -277,9 +283,8 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 	}
 	// The Markdown shown, not the plain body: two texts that differ only in formatting are two
 	// edits.
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%t\x00%s", targetMessageID, m.Final, main.text))
-	_, err = t.send(ctx, outEvent{txn: "ximd-e-" + hex.EncodeToString(sum[:16]), content: edit})
-	return err
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%t\x00%s", targetMessageID, final, main.text))
+	return outEvent{txn: "ximd-e-" + hex.EncodeToString(sum[:16]), content: edit}
 }
 
 // ShowActivity implements adapter.ActivityShower: a typing notification (renewed by the activity
