@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html"
 	"slices"
 	"strings"
 	"unicode"
@@ -204,7 +205,7 @@ func (s *syncer) arrival(ctx context.Context, room id.RoomID, ev *event.Event, c
 	text := isText(c.MsgType)
 	mentioned := c.Mentions != nil && slices.Contains(c.Mentions.UserIDs, s.user)
 	if c.RelatesTo != nil && c.RelatesTo.InReplyTo != nil {
-		if text {
+		if text && !c.formatted {
 			c.Body = withoutReplyFallback(c.Body)
 		}
 		if !mentioned && kind == adapter.Group {
@@ -225,7 +226,11 @@ func (s *syncer) arrival(ctx context.Context, room id.RoomID, ev *event.Event, c
 	}
 	if text {
 		var named bool
-		c.Body, named = withoutMention(c.Body, string(s.user), info.members[s.user])
+		names := []string{string(s.user), info.members[s.user]}
+		if c.formatted { // the Markdown of a mention's text, escaped as text is
+			names = append(names, MarkdownOf(html.EscapeString(string(s.user))), MarkdownOf(html.EscapeString(info.members[s.user])))
+		}
+		c.Body, named = withoutMention(c.Body, names...)
 		mentioned = mentioned || named
 	}
 	return adapter.Arrival{Conversation: adapter.Conversation{Kind: kind, ID: string(room), Title: title}, Author: author, Mentioned: mentioned}, nil

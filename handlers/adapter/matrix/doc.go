@@ -3,9 +3,11 @@
 // (maunium.net/go/mautrix; no end-to-end encryption).
 //
 // Out: text as m.room.message m.text events (PUT …/send/m.room.message/{txnId}, the txnId derived
-// from the idempotency key and part, so a repeated send is the same event); a streamed answer is
-// one message edited in place (m.replace, the whole text in m.new_content); finals longer than
-// MaxTextLength are split; files are uploaded to the media repository and sent as
+// from the idempotency key and part, so a repeated send is the same event), the agent's Markdown
+// as org.matrix.custom.html in formatted_body with its plain text as body (edge-api §7.3; a
+// homeserver refuses no HTML, so there is no fall-back); a streamed answer is one message edited
+// in place (m.replace, both forms of the whole text in m.new_content); finals longer than
+// MaxTextLength are split between blocks, within the event size; files are uploaded to the media repository and sent as
 // m.image/m.video/m.audio/m.file; typing is a typing notification renewed while a status is shown;
 // replies use m.relates_to.m.in_reply_to. In doubt, Lookup finds the bot's events by the
 // org.ximd.idempotency_key they carry, so a final is never answered delivery_outcome_unknown.
@@ -15,7 +17,8 @@
 // xim_cursors holds the sync token and the rooms of the channels served when it was saved: a
 // channel's room not among them (a channel PUT since) is read back with /messages from its binding
 // on. A message's message_id is derived from its event id ("mx_" + 32 hex digits of its SHA-256),
-// so an event read twice is one message. With channels only, the sync filter names their rooms.
+// so an event read twice is one message. A formatted_body reaches the agent as its Markdown
+// (MarkdownOf). With channels only, the sync filter names their rooms.
 //
 // # Bots
 //

@@ -249,8 +249,10 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 	return first, nil
 }
 
-// Edit implements adapter.Editor: an m.replace of the message's first event with the whole text.
-// A final sends the rest of its parts and its files first, then the edit that marks it final, so
+// Edit implements adapter.Editor: an m.replace of the message's first event with the whole text,
+// its HTML and plain forms in m.new_content and, for clients that do not apply edits, "* " and
+// the start of the plain text as the event's own body (no formatted fallback: a cut HTML could
+// be broken). A final sends the rest of its parts and its files first, then the edit that marks it final, so
 // a final mark in the room means the whole message is there.
 func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Message) error {
 	if targetMessageID == "" {
@@ -265,7 +267,13 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 			return err
 		}
 	}
-	main := evs[0]
+	_, err = t.send(ctx, editOf(targetMessageID, m.Final, evs[0]))
+	return err
+}
+
+// editOf is the m.replace of event targetMessageID by main: main's content as m.new_content, "* "
+// and the start of its plain text as the fallback body, a transaction id derived from the edit.
+func editOf(targetMessageID string, final bool, main outEvent) outEvent {
 	body, _ := main.content["body"].(string)
 	edit := map[string]any{
 		"msgtype":       main.content["msgtype"],
@@ -273,9 +281,10 @@ func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Mes
 		"m.new_content": main.content,
 		"m.relates_to":  map[string]any{"rel_type": "m.replace", "event_id": targetMessageID},
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%t\x00%s", targetMessageID, m.Final, body))
-	_, err = t.send(ctx, outEvent{txn: "ximd-e-" + hex.EncodeToString(sum[:16]), content: edit})
-	return err
+	// The Markdown shown, not the plain body: two texts that differ only in formatting are two
+	// edits.
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%t\x00%s", targetMessageID, final, main.text))
+	return outEvent{txn: "ximd-e-" + hex.EncodeToString(sum[:16]), content: edit}
 }
 
 // ShowActivity implements adapter.ActivityShower: a typing notification (renewed by the activity
@@ -291,27 +300,29 @@ func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
 	})
 }
 
-// outEvent is one event to send: its transaction id and content.
+// outEvent is one event to send: its transaction id and content (and a text event's Markdown).
 type outEvent struct {
 	txn     string
 	content map[string]any
+	text    string
 }
 
-// events builds a message's events: its text cut to MaxTextLength (a final into parts, a
-// streamed preview truncated), then, for a final, one event per file. The first carries the
-// marks Lookup reads: the final flag, how many events the message has, the text's digest.
+// events builds a message's events: its Markdown text cut to MaxTextLength (a final into parts
+// between blocks, a streamed preview truncated), each part as HTML with its plain text
+// (textContent), then, for a final, one event per file. The first carries the marks Lookup
+// reads: the final flag, how many events the message has, the text's digest.
 func (t *Target) events(ctx context.Context, m adapter.Message) ([]outEvent, error) {
 	key := m.IdempotencyKey
 	var texts []string
 	switch {
 	case !m.Final:
-		texts = []string{truncate(m.Text, MaxTextLength)}
+		texts = []string{previewText(m.Text)}
 	case m.Text != "" || len(m.Files) == 0:
-		texts = adapter.SplitText(m.Text, MaxTextLength)
+		texts = splitText(m.Text)
 	}
 	var evs []outEvent
 	for i, txt := range texts {
-		evs = append(evs, outEvent{txn: txnID(key, i), content: map[string]any{"msgtype": string(event.MsgText), "body": txt}})
+		evs = append(evs, outEvent{txn: txnID(key, i), content: textContent(txt), text: txt})
 	}
 	if m.Final {
 		for j, f := range m.Files {

@@ -317,8 +317,12 @@ func (s *syncer) channelEvents(ctx context.Context, chans []adapter.Channel, eve
 
 // msgContent is what a user message is made of in an m.room.message event.
 type msgContent struct {
-	MsgType   string `json:"msgtype"`
-	Body      string `json:"body"`
+	MsgType       string `json:"msgtype"`
+	Body          string `json:"body"`
+	Format        string `json:"format"`
+	FormattedBody string `json:"formatted_body"`
+	// formatted: Body is the Markdown of FormattedBody (contentOf), which has no reply fallback.
+	formatted bool
 	Filename  string `json:"filename"`
 	URL       string `json:"url"`
 	RelatesTo *struct {
@@ -337,11 +341,15 @@ type msgContent struct {
 }
 
 // contentOf is the content of a message event; false for an edit (m.replace), which is not a
-// message of its own.
+// message of its own. A text with an org.matrix.custom.html formatted_body has its Markdown as
+// its Body (MarkdownOf), so the agent reads the person's formatting (edge-api §7.3).
 func contentOf(ev *event.Event) (*msgContent, bool) {
 	var c msgContent
 	if json.Unmarshal(ev.Content.VeryRaw, &c) != nil || (c.RelatesTo != nil && c.RelatesTo.RelType == "m.replace") {
 		return nil, false
+	}
+	if isText(c.MsgType) && c.Format == FormatHTML && c.FormattedBody != "" {
+		c.Body, c.formatted = MarkdownOf(c.FormattedBody), true
 	}
 	return &c, true
 }
