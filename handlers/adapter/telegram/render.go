@@ -115,8 +115,8 @@ var richParser = goldmark.New(goldmark.WithExtensions(extension.Table, extension
 // holds (blocks, list items and table rows, as Telegram counts them). Telegram's rich Markdown
 // reads more than CommonMark: raw HTML, images (fetched and shown), "$" formulas, "||"
 // spoilers, a line-leading "#tag" as a heading. Those are escaped with a backslash, so raw HTML
-// shows as text, an image as its link, and "$5 and $10" as written (edge-api §7.3); what the
-// agent wrote as Markdown stays as written.
+// shows as text, an image as its link, and "$5 and $10" as written (edge-api §7.3), as is a
+// link that is not http(s) or mailto; what the agent wrote as Markdown stays as written.
 func richSource(s string) (string, int) {
 	src := []byte(s)
 	doc := richParser.Parse(text.NewReader(src))
@@ -150,6 +150,10 @@ func richSource(s string) (string, int) {
 		case *ast.Image:
 			if c, ok := n.FirstChild().(*ast.Text); ok && c.Segment.Start >= 2 && string(src[c.Segment.Start-2:c.Segment.Start]) == "![" {
 				at = append(at, c.Segment.Start-2)
+			}
+		case *ast.Link:
+			if c, ok := n.FirstChild().(*ast.Text); ok && !markdown.SafeURL(string(n.Destination)) && c.Segment.Start >= 1 && src[c.Segment.Start-1] == '[' {
+				at = append(at, c.Segment.Start-1) // a link Telegram should not open: its text as written
 			}
 		case *ast.Text:
 			seg := n.Segment
@@ -245,12 +249,12 @@ type inputRichMessage struct {
 // richParams are the parameters of sendRichMessage, sendRichMessageDraft and editMessageText
 // with rich_message that the adapter sends.
 type richParams struct {
-	ChatID          int64             `json:"chat_id"`
-	MessageThreadID int               `json:"message_thread_id,omitempty"`
-	MessageID       int               `json:"message_id,omitempty"`
-	DraftID         int64             `json:"draft_id,omitempty"`
-	RichMessage     inputRichMessage  `json:"rich_message"`
-	ReplyParameters *replyParameters  `json:"reply_parameters,omitempty"`
+	ChatID          int64            `json:"chat_id"`
+	MessageThreadID int              `json:"message_thread_id,omitempty"`
+	MessageID       int              `json:"message_id,omitempty"`
+	DraftID         int64            `json:"draft_id,omitempty"`
+	RichMessage     inputRichMessage `json:"rich_message"`
+	ReplyParameters *replyParameters `json:"reply_parameters,omitempty"`
 }
 
 type replyParameters struct {

@@ -177,7 +177,9 @@ func trimEntities(units []uint16, ents []Entity) (string, []Entity, *apiError) {
 
 func isSpace(u uint16) bool { return u == ' ' || u == '\n' || u == '\t' || u == '\r' }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func decodeRune(s string) (rune, int) {
 	for _, r := range s {

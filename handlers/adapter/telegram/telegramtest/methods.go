@@ -2,11 +2,11 @@ package telegramtest
 
 import (
 	"bytes"
-	"slices"
 	"encoding/json"
 	"fmt"
 	"image"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"

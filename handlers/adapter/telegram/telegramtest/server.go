@@ -70,12 +70,12 @@ type Message struct {
 	Blocks []string
 	// Entities are the formatting entities of its text (parse_mode HTML).
 	Entities []Entity
-	Caption string
-	File    *File
-	ReplyTo int // id of the message it replies to, 0 if none
-	Thread  int // the forum topic it was sent to (message_thread_id), 0 if none
-	Edits   int // accepted editMessageText calls
-	Date    time.Time
+	Caption  string
+	File     *File
+	ReplyTo  int // id of the message it replies to, 0 if none
+	Thread   int // the forum topic it was sent to (message_thread_id), 0 if none
+	Edits    int // accepted editMessageText calls
+	Date     time.Time
 }
 
 // File is the file of a message. For a photo, Data is the largest size (the uploaded bytes).
@@ -93,7 +93,7 @@ type Draft struct {
 	Text    string // the text a person reads (after entity parsing; a rich draft's Markdown's text)
 	Form    string // "rich", "html" or "" (plain)
 	Rich    string // a rich draft's Markdown
-	Thread  int // message_thread_id, 0 if none
+	Thread  int    // message_thread_id, 0 if none
 	At      time.Time
 }
 
