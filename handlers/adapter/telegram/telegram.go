@@ -2,14 +2,26 @@
 // Telegram chat (or one forum topic of it, message_thread_id) through a bot of the Bot API, and
 // bots that open a channel for every chat that reaches the token.
 //
-// Out: a streamed answer is shown as a draft preview in private chats (sendMessageDraft, which
-// creates no message: the final is one sendMessage) or by editing one message in groups
-// (sendMessage on the first displayed delta, editMessageText within the chat's budget, the final
-// as the last edit); streaming "none" sends once at the final. Finals longer than 4096
-// characters are split into consecutive messages. Files go out as sendPhoto, sendVideo,
-// sendAudio or sendDocument uploads from the Transfer Plane, the text as caption where it fits.
-// "typing" is sendChatAction, renewed every 4 s while a status is shown. Replies use
-// reply_parameters.
+// Out: a streamed answer is shown as a draft preview in private chats (sendRichMessageDraft, which
+// creates no message: the final is one sendRichMessage) or by editing one message in groups
+// (sendRichMessage on the first displayed delta, editMessageText with rich_message within the
+// chat's budget, the final as the last edit); streaming "none" sends once at the final. Finals
+// longer than a rich message holds (32,768 characters, 500 blocks) are split between blocks into
+// consecutive messages. Files go out as sendPhoto, sendVideo, sendAudio or sendDocument uploads
+// from the Transfer Plane, the text (as plain text) as caption where it fits. "typing" is
+// sendChatAction, renewed every 4 s while a status is shown. Replies use reply_parameters.
+//
+// Markdown (edge-api §7.3): the agent's text is a rich message (Bot API 10.1), its Markdown as
+// written (Telegram shows headings, lists, tables and code itself), with what Telegram's rich
+// Markdown reads beyond CommonMark escaped (richSource: raw HTML, images, "$" formulas). On a
+// definite refusal (a 400 with Telegram's rich-message or entity-parsing description, or a 404
+// from a server without rich messages; never a timeout) the same text is sent once in the next
+// simpler form: the HTML parse mode with Telegram's tags (markdown.Telegram: headings as bold
+// lines, lists as "•"/"1." lines, tables in <pre>), split at 4,096 characters, then plain text.
+// Each fall-back is counted (ximd_render_fallbacks_total{adapter="telegram",reason}: rich_refused,
+// rich_unsupported, html_refused) and logged; a streamed message or draft keeps the form that
+// worked, and a server without rich messages gets HTML first from then on. A person's formatting
+// entities reach xAgent as the same Markdown (markdownOf).
 //
 // In: getUpdates long polling (default; one loop per bot across all channels of that bot, the
 // offset persisted in KV xim_cursors), or Telegram's webhook calls to
@@ -29,14 +41,17 @@
 //
 // Limits: no call to a chat before a 429's retry_after has passed; messages and edits within the
 // chat's budget (edits_per_minute: 60 in private chats, 20 in groups by default); previews
-// truncated at 4096 characters. In doubt (a crash, or a timeout after the request was sent): a
+// cut at what a message of their form holds. In doubt (a crash, or a timeout after the request was sent): a
 // streamed message is settled by editing it; a direct final is answered delivery_outcome_unknown,
 // because Telegram has no idempotency key. docs/adapters/telegram.md says all of it.
 //
-// The Bot API methods are called through github.com/go-telegram/bot. Two parts are not, and say
-// why: getUpdates, which the library does not export (its own polling loop confirms updates
-// before they are handled, which a crash would lose), and file downloads, which it only names by
-// URL; both are plain HTTP calls on the same client.
+// The Bot API methods are called through github.com/go-telegram/bot. Three parts are not, and
+// say why: getUpdates, which the library does not export (its own polling loop confirms updates
+// before they are handled, which a crash would lose); file downloads, which it only names by
+// URL; and the rich message methods (sendRichMessage, sendRichMessageDraft, editMessageText with
+// rich_message), which v1.19.0, the newest version the module proxy serves here, does not have
+// (v1.22.0 does) and whose raw request it does not export (account.raw: a JSON call whose
+// errors are the library's). All are plain HTTP calls on the same client.
 package telegram
 
 import (
