@@ -127,29 +127,24 @@ func TestTelegram_EndToEndPrivateChat(t *testing.T) {
 		t.Fatalf("typing went on after the answer: %d chat actions, then %d", actions, n)
 	}
 
-	// A 10,000-character final: three messages, in order, making up the text.
+	// A 10,000-character final: one rich message (a rich message holds 32,768 characters), its
+	// lines one paragraph.
 	var long strings.Builder
 	for i := 0; long.Len() < 10000; i++ {
-		fmt.Fprintf(&long, "Line %d of a long answer that Telegram cannot hold in one message.\n", i)
+		fmt.Fprintf(&long, "Line %d of a long answer that a plain message could not hold.\n", i)
 	}
 	text := strings.TrimSpace(long.String())
 	if a := w.ackOf(w.sendTo("tg", profile.TypeMessage, msg("m_long", text))); a.Status != profile.AckAccepted {
 		t.Fatalf("long final: %+v", a)
 	}
 	shown := w.fake.Messages(chat)[1:]
-	var parts []string
-	for _, m := range shown {
-		if len(m.Text) > telegram.MaxTextLength {
-			t.Fatalf("a message of %d characters", len(m.Text))
-		}
-		parts = append(parts, m.Text)
-	}
-	if len(shown) != 3 || strings.Join(strings.Fields(strings.Join(parts, "\n")), " ") != strings.Join(strings.Fields(text), " ") {
+	if len(shown) != 1 || shown[0].Form != "rich" || len(shown[0].Text) > telegram.MaxTextLength ||
+		strings.Join(strings.Fields(shown[0].Text), " ") != strings.Join(strings.Fields(text), " ") {
 		t.Fatalf("the long final shows as %d messages", len(shown))
 	}
 
 	// A 429 storm: retried no sooner than retry_after, then accepted.
-	w.fake.FailNext("sendMessage", 3, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
+	w.fake.FailNext("sendRichMessage", 3, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
 	start := time.Now()
 	if a := w.ackOf(w.sendTo("tg", profile.TypeMessage, msg("m_storm", "after the storm"))); a.Status != profile.AckAccepted {
 		t.Fatalf("final through a 429 storm: %+v", a)
@@ -238,14 +233,14 @@ func TestTelegram_GroupEditStreamWithinBudget(t *testing.T) {
 	if n := w.calls("", group, http.StatusTooManyRequests); n != 0 {
 		t.Fatalf("%d calls answered 429 in the group", n)
 	}
-	calls := w.calls("sendMessage", group, 0) + w.calls("editMessageText", group, 0)
+	calls := w.calls("sendRichMessage", group, 0) + w.calls("editMessageText", group, 0)
 	t.Logf("%d deltas shown with %d calls (%d edits)", seq, calls, shown[0].Edits)
 	if calls > 4 {
 		t.Fatalf("%d message calls in about 4 s in a group", calls)
 	}
 }
 
-// A direct final whose sendMessage times out after Telegram applied it may be shown: Telegram
+// A direct final whose sendRichMessage times out after Telegram applied it may be shown: Telegram
 // has no idempotency key, so it is answered delivery_outcome_unknown and never sent again (a
 // retransmission gets the same answer); a streamed answer in doubt is settled by its edit.
 func TestTelegram_TimeoutAfterSendIsNeverSentTwice(t *testing.T) {
@@ -253,17 +248,17 @@ func TestTelegram_TimeoutAfterSendIsNeverSentTwice(t *testing.T) {
 	alice := w.fake.AddUser("Alice")
 	chat := w.fake.AddChat("private", "", alice.ID)
 	w.bind("tgd", chat, map[string]any{"streaming": "none"})
-	w.fake.Hang("sendMessage", 3*time.Second)
+	w.fake.Hang("sendRichMessage", 3*time.Second)
 	a := w.ackOf(w.sendTo("tgd", profile.TypeMessage, msg("m_doubt", "shown once at most")))
 	if a.Status != profile.AckRejected || a.Code != profile.CodeDeliveryOutcomeUnknown {
 		t.Fatalf("final after a timeout: %+v, want rejected delivery_outcome_unknown", a)
 	}
-	w.fake.Hang("sendMessage", 0)
+	w.fake.Hang("sendRichMessage", 0)
 	if a := w.ackOf(w.sendTo("tgd", profile.TypeMessage, msg("m_doubt", "shown once at most"))); a.Code != profile.CodeDeliveryOutcomeUnknown {
 		t.Fatalf("retransmission: %+v, want delivery_outcome_unknown again", a)
 	}
-	if n := w.calls("sendMessage", chat, 0); n != 1 {
-		t.Fatalf("sendMessage called %d times, want once", n)
+	if n := w.calls("sendRichMessage", chat, 0); n != 1 {
+		t.Fatalf("sendRichMessage called %d times, want once", n)
 	}
 	if shown := w.fake.Messages(chat); len(shown) != 1 {
 		t.Fatalf("the chat shows %d messages", len(shown))
@@ -312,7 +307,7 @@ func TestTelegram_WebhookInbound(t *testing.T) {
 }
 
 // A preview refused with retry_after pauses the display instead of ending it (edge-api §7.2:
-// edits stretch): the first preview's sendMessage and a later edit are answered 429, and the
+// edits stretch): the first preview's sendRichMessage and a later edit are answered 429, and the
 // message still comes to show the whole streamed text before the final arrives, with no call
 // before retry_after.
 func TestTelegram_PreviewRateLimitedPausesNotEnds(t *testing.T) {
@@ -320,7 +315,7 @@ func TestTelegram_PreviewRateLimitedPausesNotEnds(t *testing.T) {
 	alice := w.fake.AddUser("Alice")
 	chat := w.fake.AddChat("private", "", alice.ID)
 	w.bind("tgp", chat, map[string]any{"streaming": "edit", "edits_per_minute": 600, "first_preview_words": 0})
-	w.fake.FailNext("sendMessage", 1, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
+	w.fake.FailNext("sendRichMessage", 1, http.StatusTooManyRequests, "Too Many Requests: retry after 1", 1)
 	var text strings.Builder
 	for i := 1; i <= 30; i++ {
 		part := fmt.Sprintf("w%d ", i)

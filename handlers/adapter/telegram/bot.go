@@ -189,30 +189,67 @@ func addressed(m *models.Message, botID int64, username string) (string, bool) {
 		}
 	}
 	if len(cuts) == 0 {
-		return text, mentioned
+		return markdownOf(text, entities), mentioned
 	}
 	// Entities do not overlap and come in order of offset. Where a mention is cut out, no space
 	// is left doubled, and an address that began the text takes its "," or ":" with it ("@bot,
-	// help" is "help"); the rest of the text stays as written.
+	// help" is "help"); the rest of the text stays as written, its formatting with it.
 	var out []uint16
+	pos := make([]int, len(units)+1) // where each unit of text is in out (a cut one: where it was)
 	last := 0
+	keep := func(from, to int) {
+		for i := from; i < to; i++ {
+			pos[i] = len(out)
+			out = append(out, units[i])
+		}
+	}
+	drop := func(from, to int) {
+		for i := from; i < to; i++ {
+			pos[i] = len(out)
+		}
+	}
 	for _, c := range cuts {
 		if c.from < last {
 			continue
 		}
-		out = append(out, units[last:c.from]...)
+		keep(last, c.from)
+		drop(c.from, c.to)
 		last = c.to
 		if strings.TrimSpace(string(utf16.Decode(out))) == "" {
 			for last < len(units) && (units[last] == ',' || units[last] == ':') {
+				drop(last, last+1)
 				last++
 			}
 			for last < len(units) && unicode.IsSpace(rune(units[last])) {
+				drop(last, last+1)
 				last++
 			}
 		} else if len(out) > 0 && out[len(out)-1] == ' ' && last < len(units) && units[last] == ' ' {
+			drop(last, last+1)
 			last++
 		}
 	}
-	out = append(out, units[last:]...)
-	return strings.TrimSpace(string(utf16.Decode(out))), true
+	keep(last, len(units))
+	pos[len(units)] = len(out)
+	// Leading and trailing spaces go; entities move with their text.
+	lead := 0
+	for lead < len(out) && unicode.IsSpace(rune(out[lead])) {
+		lead++
+	}
+	end := len(out)
+	for end > lead && unicode.IsSpace(rune(out[end-1])) {
+		end--
+	}
+	var moved []models.MessageEntity
+	for _, e := range entities {
+		if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > len(units) {
+			continue
+		}
+		from, to := max(pos[e.Offset]-lead, 0), min(pos[e.Offset+e.Length], end)-lead
+		if to > from {
+			e.Offset, e.Length = from, to-from
+			moved = append(moved, e)
+		}
+	}
+	return markdownOf(string(utf16.Decode(out[lead:end])), moved), true
 }

@@ -207,12 +207,13 @@ func userContent(m *models.Message) bool {
 	return m.Text != "" || m.Caption != "" || len(m.Photo) > 0 || m.Document != nil || m.Video != nil || m.Audio != nil || m.Voice != nil
 }
 
-// textOf is a message's text, or its file's caption.
+// textOf is a message's text, or its file's caption, as Markdown with its formatting
+// (markdownOf).
 func textOf(m *models.Message) string {
 	if m.Text != "" {
-		return m.Text
+		return markdownOf(m.Text, m.Entities)
 	}
-	return m.Caption
+	return markdownOf(m.Caption, m.CaptionEntities)
 }
 
 // receive submits the user message of one Telegram message, with text as its text:

@@ -2,14 +2,26 @@
 // Telegram chat (or one forum topic of it, message_thread_id) through a bot of the Bot API, and
 // bots that open a channel for every chat that reaches the token.
 //
-// Out: a streamed answer is shown as a draft preview in private chats (sendMessageDraft, which
-// creates no message: the final is one sendMessage) or by editing one message in groups
-// (sendMessage on the first displayed delta, editMessageText within the chat's budget, the final
-// as the last edit); streaming "none" sends once at the final. Finals longer than 4096
-// characters are split into consecutive messages. Files go out as sendPhoto, sendVideo,
-// sendAudio or sendDocument uploads from the Transfer Plane, the text as caption where it fits.
-// "typing" is sendChatAction, renewed every 4 s while a status is shown. Replies use
-// reply_parameters.
+// Out: a streamed answer is shown as a draft preview in private chats (sendRichMessageDraft, which
+// creates no message: the final is one sendRichMessage) or by editing one message in groups
+// (sendRichMessage on the first displayed delta, editMessageText with rich_message within the
+// chat's budget, the final as the last edit); streaming "none" sends once at the final. Finals
+// longer than a rich message holds (32,768 characters, 500 blocks) are split between blocks into
+// consecutive messages. Files go out as sendPhoto, sendVideo, sendAudio or sendDocument uploads
+// from the Transfer Plane, the text (as plain text) as caption where it fits. "typing" is
+// sendChatAction, renewed every 4 s while a status is shown. Replies use reply_parameters.
+//
+// Markdown (edge-api §7.3): the agent's text is a rich message (Bot API 10.1), its Markdown as
+// written (Telegram shows headings, lists, tables and code itself), with what Telegram's rich
+// Markdown reads beyond CommonMark escaped (richSource: raw HTML, images, "$" formulas). On a
+// definite refusal (a 400 with Telegram's rich-message or entity-parsing description, or a 404
+// from a server without rich messages; never a timeout) the same text is sent once in the next
+// simpler form: the HTML parse mode with Telegram's tags (markdown.Telegram: headings as bold
+// lines, lists as "•"/"1." lines, tables in <pre>), split at 4,096 characters, then plain text.
+// Each fall-back is counted (ximd_render_fallbacks_total{adapter="telegram",reason}: rich_refused,
+// rich_unsupported, html_refused) and logged; a streamed message or draft keeps the form that
+// worked, and a server without rich messages gets HTML first from then on. A person's formatting
+// entities reach xAgent as the same Markdown (markdownOf).
 //
 // In: getUpdates long polling (default; one loop per bot across all channels of that bot, the
 // offset persisted in KV xim_cursors), or Telegram's webhook calls to
@@ -29,14 +41,17 @@
 //
 // Limits: no call to a chat before a 429's retry_after has passed; messages and edits within the
 // chat's budget (edits_per_minute: 60 in private chats, 20 in groups by default); previews
-// truncated at 4096 characters. In doubt (a crash, or a timeout after the request was sent): a
+// cut at what a message of their form holds. In doubt (a crash, or a timeout after the request was sent): a
 // streamed message is settled by editing it; a direct final is answered delivery_outcome_unknown,
 // because Telegram has no idempotency key. docs/adapters/telegram.md says all of it.
 //
-// The Bot API methods are called through github.com/go-telegram/bot. Two parts are not, and say
-// why: getUpdates, which the library does not export (its own polling loop confirms updates
-// before they are handled, which a crash would lose), and file downloads, which it only names by
-// URL; both are plain HTTP calls on the same client.
+// The Bot API methods are called through github.com/go-telegram/bot. Three parts are not, and
+// say why: getUpdates, which the library does not export (its own polling loop confirms updates
+// before they are handled, which a crash would lose); file downloads, which it only names by
+// URL; and the rich message methods (sendRichMessage, sendRichMessageDraft, editMessageText with
+// rich_message), which v1.19.0, the newest version the module proxy serves here, does not have
+// (v1.22.0 does) and whose raw request it does not export (account.raw: a JSON call whose
+// errors are the library's). All are plain HTTP calls on the same client.
 package telegram
 
 import (
@@ -67,8 +82,15 @@ const Name = "telegram"
 // Limits and timings (docs/adapters/telegram.md, Bot API "sendMessage", "sendChatAction",
 // "getFile", "Sending files").
 const (
-	// MaxTextLength is the most characters a message holds (Telegram counts UTF-16 code units).
-	MaxTextLength = 4096
+	// MaxTextLength is the most characters a rich message holds (Bot API 10.1 "Rich Message
+	// Limits"; counted in UTF-16 code units of its Markdown), MaxRichBlocks the most blocks
+	// (list items and table rows included) and MaxRichColumns the most table columns.
+	MaxTextLength  = 32768
+	MaxRichBlocks  = 500
+	MaxRichColumns = 20
+	// MaxPlainTextLength is the most characters a message in HTML or plain text holds, after
+	// entity parsing (Telegram counts UTF-16 code units): the fall-back forms.
+	MaxPlainTextLength = 4096
 	// MaxCaptionLength is the most characters a file's caption holds.
 	MaxCaptionLength = 1024
 	// TypingRenewal: a chat action shows for 5 s; it is sent again this often while a status
@@ -197,8 +219,9 @@ type account struct {
 	mu       sync.Mutex
 	username string // the bot's, once getMe told it (identity)
 	chats    map[int64]*chatState
-	parts    map[string][]int // idempotency key -> message ids of the parts sent (a retried split final)
-	order    []string         // parts keys, oldest first (bounded)
+	noRich   bool                 // the server has no rich messages (it answered 404): HTML first
+	sent     map[string]*sentText // what was sent of a final, a streamed message or a draft
+	order    []string             // sent keys, oldest first (bounded)
 }
 
 // chatState is what the bot knows of one chat's limits.
@@ -207,8 +230,9 @@ type chatState struct {
 	next  time.Time // the next message or edit within the chat's budget
 }
 
-// maxPartsKeys bounds the split finals whose progress an account remembers.
-const maxPartsKeys = 4096
+// maxSentKeys bounds the finals, streamed messages and drafts whose form and progress an
+// account remembers.
+const maxSentKeys = 4096
 
 func (a *Adapter) account(c *config) *account {
 	return a.Accounts.Get(c.botKey(), func() *account { return a.newAccount(c) })
@@ -218,7 +242,7 @@ func (a *Adapter) account(c *config) *account {
 func (a *Adapter) newAccount(c *config) *account {
 	hc := a.HTTPClient
 	acc := &account{key: c.botKey(), apiURL: c.apiURL, token: c.token, botID: c.botID(), http: hc, log: a.Logger,
-		chats: map[int64]*chatState{}, parts: map[string][]int{}}
+		chats: map[int64]*chatState{}, sent: map[string]*sentText{}}
 	b, err := bot.New(c.token, bot.WithServerURL(c.apiURL), bot.WithSkipGetMe(), bot.WithHTTPClient(a.opts.PollTimeout, tracingClient{hc}),
 		bot.WithErrorsHandler(func(err error) { acc.log.Debug("telegram_client_error", "err", err) }))
 	if err != nil {
@@ -286,7 +310,7 @@ func (acc *account) mapErr(ctx context.Context, method string, chat int64, info 
 	case info.status == http.StatusUnauthorized || errors.Is(err, bot.ErrorUnauthorized):
 		return profile.Errorf(profile.CodeTargetAuthFailed, "telegram %s: the bot token was refused (401)", method)
 	case info.status >= 400 && info.status < 500:
-		return profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram %s: %s", method, desc)
+		return &platformError{status: info.status, desc: desc, err: profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram %s: %s", method, desc)}
 	case info.status >= 500:
 		return profile.Errorf(profile.CodeTargetUnavailable, "telegram %s: server error %d", method, info.status)
 	case info.status == 0 && !info.wrote && ctx.Err() == nil:
@@ -369,27 +393,6 @@ func (acc *account) budget(ctx context.Context, chat int64, interval time.Durati
 	return nil
 }
 
-// sentParts returns the message ids of the parts of a split final sent so far.
-func (acc *account) sentParts(key string) []int {
-	acc.mu.Lock()
-	defer acc.mu.Unlock()
-	return append([]int(nil), acc.parts[key]...)
-}
-
-// recordPart remembers that part i of a split final was sent as message id.
-func (acc *account) recordPart(key string, id int) {
-	acc.mu.Lock()
-	defer acc.mu.Unlock()
-	if _, ok := acc.parts[key]; !ok {
-		acc.order = append(acc.order, key)
-		if len(acc.order) > maxPartsKeys {
-			delete(acc.parts, acc.order[0])
-			acc.order = acc.order[1:]
-		}
-	}
-	acc.parts[key] = append(acc.parts[key], id)
-}
-
 // Target is one channel's chat.
 type Target struct {
 	a   *Adapter
@@ -417,125 +420,6 @@ func (t *Target) Capabilities() adapter.Capabilities {
 		c.PreviewRenewal = DraftRenewal
 	}
 	return c
-}
-
-// Send implements adapter.Sender: a final's text (split past 4096 characters) and files, or the
-// first streamed part (truncated). The target message id is the first message's id. A split
-// final retried after a failure goes on from the first part not sent.
-func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
-	if !m.Final {
-		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), false); err != nil {
-			return "", err
-		}
-		id, err := t.sendText(ctx, truncate(m.Text, MaxTextLength), m.ReplyTo)
-		return strconv.Itoa(id), err
-	}
-	ids, err := t.sendParts(ctx, m, 0, m.ReplyTo)
-	if err != nil {
-		return "", err
-	}
-	return strconv.Itoa(ids[0]), nil
-}
-
-// Edit implements adapter.Editor: the streamed message shows the text so far (truncated), or the
-// final: its first part in the message, the rest and the files as messages after it.
-func (t *Target) Edit(ctx context.Context, targetMessageID string, m adapter.Message) error {
-	id, err := strconv.Atoi(targetMessageID)
-	if err != nil {
-		return profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: target message id %q is not a message id", targetMessageID)
-	}
-	if !m.Final {
-		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), false); err != nil {
-			return err
-		}
-		return t.editText(ctx, id, truncate(m.Text, MaxTextLength))
-	}
-	_, err = t.sendParts(ctx, m, id, "")
-	return err
-}
-
-// sendParts delivers a final: its text split into parts, then its files (the text as the only
-// file's caption where it fits). With edit != 0 the first part replaces that message's text.
-// It returns the message ids of the parts.
-func (t *Target) sendParts(ctx context.Context, m adapter.Message, edit int, replyTo string) ([]int, error) {
-	parts := splitText(m.Text)
-	caption := ""
-	if len(m.Files) == 1 && edit == 0 && utf16Len(m.Text) <= MaxCaptionLength {
-		parts, caption = nil, m.Text // the text rides on the file
-	}
-	if len(parts) == 1 && parts[0] == "" && len(m.Files) > 0 {
-		parts = nil
-	}
-	done := t.acc.sentParts(m.IdempotencyKey)
-	if edit != 0 && len(done) == 0 {
-		done = nil
-	}
-	for i, text := range parts {
-		if i < len(done) {
-			continue // sent by an earlier attempt of this process
-		}
-		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), true); err != nil {
-			return nil, err
-		}
-		var id int
-		var err error
-		if i == 0 && edit != 0 {
-			id, err = edit, t.editText(ctx, edit, text)
-		} else {
-			reply := ""
-			if i == 0 {
-				reply = replyTo
-			}
-			id, err = t.sendText(ctx, text, reply)
-		}
-		if err != nil {
-			return nil, err
-		}
-		t.acc.recordPart(m.IdempotencyKey, id)
-		done = append(done, id)
-	}
-	for i, f := range m.Files {
-		if len(parts)+i < len(done) {
-			continue
-		}
-		if err := t.acc.budget(ctx, t.cfg.chatID, t.cfg.interval(), true); err != nil {
-			return nil, err
-		}
-		reply := ""
-		if len(parts) == 0 && i == 0 {
-			reply = replyTo
-		}
-		id, err := t.sendFile(ctx, f, caption, reply)
-		if err != nil {
-			return nil, err
-		}
-		caption = ""
-		t.acc.recordPart(m.IdempotencyKey, id)
-		done = append(done, id)
-	}
-	if len(done) == 0 {
-		return nil, profile.Errorf(profile.CodeTargetDeliveryFailed, "telegram: a message with neither text nor files")
-	}
-	return done, nil
-}
-
-func (t *Target) sendText(ctx context.Context, text, replyTo string) (int, error) {
-	p := &bot.SendMessageParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Text: text, ReplyParameters: t.reply(replyTo)}
-	var msg *models.Message
-	err := t.acc.call(ctx, "sendMessage", t.cfg.chatID, func(ctx context.Context) (err error) { msg, err = t.acc.bot.SendMessage(ctx, p); return err })
-	if err != nil {
-		return 0, err
-	}
-	return msg.ID, nil
-}
-
-func (t *Target) editText(ctx context.Context, id int, text string) error {
-	p := &bot.EditMessageTextParams{ChatID: t.cfg.chatID, MessageID: id, Text: text}
-	err := t.acc.call(ctx, "editMessageText", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.EditMessageText(ctx, p); return err })
-	if err != nil && strings.Contains(err.Error(), "message is not modified") {
-		return nil // it shows this text already (an edit applied again)
-	}
-	return err
 }
 
 func (t *Target) reply(replyTo string) *models.ReplyParameters {
@@ -607,13 +491,6 @@ func methodFor(f adapter.File) string {
 	return "sendDocument"
 }
 
-// Draft implements adapter.Drafter: sendMessageDraft with one draft id per message (changes of
-// one draft are animated), the text truncated to 4096 characters.
-func (t *Target) Draft(ctx context.Context, key, text string) error {
-	p := &bot.SendMessageDraftParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, DraftID: strconv.FormatInt(draftID(key), 10), Text: truncate(text, MaxTextLength)}
-	return t.acc.call(ctx, "sendMessageDraft", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendMessageDraft(ctx, p); return err })
-}
-
 // draftID is a message's draft id: non-zero, the same for every draft of the message.
 func draftID(key string) int64 {
 	h := fnv.New32a()
@@ -630,39 +507,6 @@ func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
 	}
 	p := &bot.SendChatActionParams{ChatID: t.cfg.chatID, MessageThreadID: t.cfg.threadID, Action: models.ChatActionTyping}
 	return t.acc.call(ctx, "sendChatAction", t.cfg.chatID, func(ctx context.Context) error { _, err := t.acc.bot.SendChatAction(ctx, p); return err })
-}
-
-// splitText cuts a final's text into messages of at most MaxTextLength UTF-16 code units (what
-// Telegram counts), at the boundaries adapter.SplitText chooses.
-func splitText(text string) []string {
-	limit := MaxTextLength
-	for {
-		parts := adapter.SplitText(text, limit)
-		longest := 0
-		for _, p := range parts {
-			longest = max(longest, utf16Len(p))
-		}
-		if longest <= MaxTextLength || limit < 64 {
-			return parts
-		}
-		limit = limit * MaxTextLength / longest // fewer characters where many take two units
-		limit -= 8
-	}
-}
-
-// truncate cuts text to at most n UTF-16 code units, on a character boundary, marking the cut.
-func truncate(text string, n int) string {
-	if utf16Len(text) <= n {
-		return text
-	}
-	units := 0
-	for i, r := range text {
-		units += utf16.RuneLen(r)
-		if units > n-1 {
-			return text[:i] + "…"
-		}
-	}
-	return text
 }
 
 func utf16Len(s string) int {

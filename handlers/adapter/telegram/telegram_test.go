@@ -113,14 +113,14 @@ func TestErrors_MapToAckCodes(t *testing.T) {
 	}
 	wrong := open(config(t, fake.URL(), telegramtest.Bot{Token: "7101:wrong"}, chat, map[string]any{"streaming": "none"}))
 	check("unknown token", send(wrong, 5*time.Second), profile.CodeTargetAuthFailed, false, false)
-	fake.FailNext("sendMessage", 1, 500, "Internal Server Error", 0)
+	fake.FailNext("sendRichMessage", 1, 500, "Internal Server Error", 0)
 	check("server error", send(tg, 5*time.Second), profile.CodeTargetUnavailable, true, false)
-	fake.FailNext("sendMessage", 1, 400, "Bad Request: chat not found", 0)
+	fake.FailNext("sendRichMessage", 1, 400, "Bad Request: chat not found", 0)
 	check("chat not found", send(tg, 5*time.Second), profile.CodeTargetDeliveryFailed, false, false)
 	fake.BlockBot(chat)
 	check("bot blocked", send(tg, 5*time.Second), profile.CodeTargetDeliveryFailed, false, false)
 	fake.UnblockBot(chat)
-	fake.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 2", 2)
+	fake.FailNext("sendRichMessage", 1, 429, "Too Many Requests: retry after 2", 2)
 	err := send(tg, 5*time.Second)
 	check("rate limited", err, profile.CodeTargetRateLimited, true, false)
 	if after, ok := adapter.RetryAfterOf(err); !ok || after != 2*time.Second {
@@ -143,9 +143,9 @@ func TestErrors_MapToAckCodes(t *testing.T) {
 	check("connection refused", send(open(config(t, closed, bot, chat, map[string]any{"streaming": "none"})), 5*time.Second), profile.CodeTargetUnavailable, true, false)
 	other := fake.AddChat("private", "", fake.AddUser("Frank").ID)
 	slow := open(config(t, fake.URL(), bot, other, map[string]any{"streaming": "none"}))
-	fake.Hang("sendMessage", 5*time.Second)
+	fake.Hang("sendRichMessage", 5*time.Second)
 	check("timeout after sending", send(slow, 300*time.Millisecond), profile.CodeTargetUnavailable, true, true)
-	fake.Hang("sendMessage", 0)
+	fake.Hang("sendRichMessage", 0)
 }
 
 // Probe (PUT) refuses what cannot work, after a call: a token Telegram refuses, a chat the bot

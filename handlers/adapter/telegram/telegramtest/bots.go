@@ -15,6 +15,9 @@ type Entity struct {
 	Offset int
 	Length int
 	User   int64 // "text_mention": the user mentioned (a person or a bot)
+	// URL is a "text_link"'s address, Language a "pre" block's language.
+	URL      string
+	Language string
 }
 
 // PostEntities is Post with the message's entities given instead of found in the text; none

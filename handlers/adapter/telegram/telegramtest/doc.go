@@ -23,9 +23,13 @@
 //     JSON, a value that is not a string is taken as its JSON text, as the Bot API does.
 //   - Answers are {"ok":true,"result":...} or {"ok":false,"error_code":N,"description":...}
 //     with HTTP status N, and parameters.retry_after on 429.
-//   - Methods: getMe, getChat, sendMessage, editMessageText, sendMessageDraft, sendChatAction,
+//   - Methods: getMe, getChat, sendMessage, editMessageText, sendMessageDraft, sendRichMessage,
+//     sendRichMessageDraft, sendChatAction,
 //     sendPhoto, sendDocument, sendVideo, sendAudio, getFile, getUpdates, setWebhook,
 //     deleteWebhook, getWebhookInfo. Any other method answers 404 Not Found.
+//   - Formats: the HTML parse mode and rich messages' Markdown are read as Telegram reads them,
+//     refusing what it refuses with its descriptions; a message records its form, entities and
+//     blocks ([Message]); [Server.SetRich] makes a server from before rich messages.
 //   - What bots see of a message: entities of mentions and bot commands (PostEntities for
 //     others, such as text_mention), forum topics (AddForum, AddTopic, PostInTopic; sends take
 //     message_thread_id), and other bots' messages under Bot-to-Bot Communication (PostAsBot,

@@ -49,6 +49,8 @@ var methods = func() map[string]methodSpec {
 		{"sendMessage", (*Server).sendMessage},
 		{"editMessageText", (*Server).editMessageText},
 		{"sendMessageDraft", (*Server).sendMessageDraft},
+		{"sendRichMessage", (*Server).sendRichMessage},
+		{"sendRichMessageDraft", (*Server).sendRichMessageDraft},
 		{"sendChatAction", (*Server).sendChatAction},
 		{"sendPhoto", mediaSender("photo")},
 		{"sendDocument", mediaSender("document")},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -51,9 +52,9 @@ func (s *Server) getChat(q *request) (any, *apiError) {
 	return wireChatFullInfo{wireChat: chatJSON(ch), MaxReactionCount: 11}, nil
 }
 
-// sendMessage sends a text message.
+// sendMessage sends a text message, its text read in its parse_mode (parseHTML for "HTML").
 func (s *Server) sendMessage(q *request) (any, *apiError) {
-	text, e := checkText(q.p.str("text"))
+	text, ents, e := checkFormatted(q.p.str("text"), q.p.str("parse_mode"))
 	if e != nil {
 		return nil, e
 	}
@@ -76,15 +77,28 @@ func (s *Server) sendMessage(q *request) (any, *apiError) {
 	}
 	m := s.addMessageLocked(ch, q.bot.ID, true)
 	m.text, m.replyTo, m.thread = text, replyTo, thread
+	m.setFormat(formOf(q.p.str("parse_mode")), ents)
 	s.publishLocked(ch, m, q.bot)
 	return s.messageJSON(ch, m, 0), nil
 }
 
 // editMessageText replaces the text of one of the bot's text messages.
 func (s *Server) editMessageText(q *request) (any, *apiError) {
-	text, e := checkText(q.p.str("text"))
+	var text, rich string
+	var doc richDoc
+	var ents []Entity
+	var e *apiError
+	if raw := q.p.str("rich_message"); raw != "" && s.richOn() && q.p.str("text") == "" {
+		rich, doc, e = readRich(raw)
+	} else {
+		text, ents, e = checkFormatted(q.p.str("text"), q.p.str("parse_mode"))
+	}
 	if e != nil {
 		return nil, e
+	}
+	form := formOf(q.p.str("parse_mode"))
+	if rich != "" {
+		text, form = doc.text, "rich"
 	}
 	messageID, _ := q.p.int64("message_id")
 	if strings.TrimSpace(q.p.str("chat_id")) == "" && messageID <= 0 {
@@ -103,14 +117,15 @@ func (s *Server) editMessageText(q *request) (any, *apiError) {
 	if m.media != nil {
 		return nil, badRequest("there is no text in the message to edit")
 	}
-	if m.text == text {
+	if m.text == text && m.form == form && m.rich == rich && slices.Equal(m.entities, ents) {
 		return nil, badRequest("message is not modified: specified new message content and reply markup are " +
 			"exactly the same as a current content and reply markup of the message")
 	}
 	if e := s.spendLocked(q.bot, ch, spendEdit); e != nil {
 		return nil, e
 	}
-	m.text = text
+	m.text, m.rich, m.blocks = text, rich, doc.blocks
+	m.setFormat(form, ents)
 	m.edits++
 	m.editDate = s.Now()
 	return s.messageJSON(ch, m, 0), nil
@@ -119,15 +134,18 @@ func (s *Server) editMessageText(q *request) (any, *apiError) {
 // sendMessageDraft streams a partial message in a private chat (Bot API 9.3+). draft_id must
 // be a non-zero integer; text is 0-4096 characters, empty showing a "Thinking..." placeholder.
 func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
-	draftID := strings.TrimSpace(q.p.str("draft_id"))
-	if n, err := strconv.ParseInt(draftID, 10, 64); err != nil || n == 0 {
-		return nil, badRequest("draft_id must be a non-zero integer")
+	draftID, e := checkDraftID(q.p.str("draft_id"))
+	if e != nil {
+		return nil, e
 	}
 	raw := q.p.str("text")
 	if !utf8.ValidString(raw) {
 		return nil, badRequest("strings must be encoded in UTF-8")
 	}
-	text := strings.TrimSpace(raw)
+	text, _, e := parseText(raw, q.p.str("parse_mode"))
+	if e != nil {
+		return nil, e
+	}
 	if utf16Len(text) > maxText {
 		return nil, badRequest("message is too long")
 	}
@@ -147,7 +165,7 @@ func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
 	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
 		return nil, e
 	}
-	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, Thread: thread, At: s.Now()})
+	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, Form: formOf(q.p.str("parse_mode")), Thread: thread, At: s.Now()})
 	return true, nil
 }
 
@@ -380,6 +398,45 @@ func (s *Server) addMessageLocked(ch *chatState, from int64, fromBot bool) *mess
 	return m
 }
 
+// checkFormatted validates a message text read in parse_mode mode ("" plain, "HTML"): its text
+// after entity parsing, stripped, is 1-4096 characters; it returns the text and its entities.
+func checkFormatted(raw, mode string) (string, []Entity, *apiError) {
+	if !utf8.ValidString(raw) {
+		return "", nil, badRequest("strings must be encoded in UTF-8")
+	}
+	text, ents, e := parseText(raw, mode)
+	if e != nil {
+		return "", nil, e
+	}
+	switch {
+	case text == "":
+		return "", nil, badRequest("message text is empty")
+	case utf16Len(text) > maxText:
+		return "", nil, badRequest("message is too long")
+	}
+	return text, ents, nil
+}
+
+// parseText reads a text in a parse mode: "" as it is (stripped), "HTML" by parseHTML;
+// MarkdownV2 and Markdown are not modelled and answered as unsupported.
+func parseText(raw, mode string) (string, []Entity, *apiError) {
+	switch strings.ToLower(mode) {
+	case "":
+		return strings.TrimSpace(raw), nil, nil
+	case "html":
+		return parseHTML(raw)
+	}
+	return "", nil, badRequest("unsupported parse_mode")
+}
+
+// formOf is a message's form for a parse mode: "html" or "" (plain).
+func formOf(mode string) string {
+	if strings.EqualFold(mode, "html") {
+		return "html"
+	}
+	return ""
+}
+
 // checkText validates a message text and returns it stripped of leading and trailing
 // whitespace.
 func checkText(raw string) (string, *apiError) {
@@ -415,4 +472,13 @@ func utf16Len(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// checkDraftID validates a draft_id: a non-zero integer.
+func checkDraftID(raw string) (string, *apiError) {
+	draftID := strings.TrimSpace(raw)
+	if n, err := strconv.ParseInt(draftID, 10, 64); err != nil || n == 0 {
+		return "", badRequest("draft_id must be a non-zero integer")
+	}
+	return draftID, nil
 }

@@ -33,6 +33,7 @@ type Server struct {
 	budgets    map[budgetKey]*budget
 	windows    fakekit.Windows[budgetKey] // retry_after windows given
 	deliveries int
+	noRich     bool // a server before Bot API 10.1 (SetRich)
 	nextUser   int64
 	nextGroup  int64
 	nextSuper  int64
@@ -54,15 +55,27 @@ type User struct {
 
 // Message is a message a bot sent, as a person in the chat sees it now.
 type Message struct {
-	ID      int
-	From    int64  // the bot's user id
-	Text    string // after edits; leading and trailing whitespace stripped as Telegram does
-	Caption string
-	File    *File
-	ReplyTo int // id of the message it replies to, 0 if none
-	Thread  int // the forum topic it was sent to (message_thread_id), 0 if none
-	Edits   int // accepted editMessageText calls
-	Date    time.Time
+	ID   int
+	From int64 // the bot's user id
+	// Text is the text a person reads, after edits: after entity parsing in the HTML parse mode,
+	// the Markdown's text for a rich message; leading and trailing whitespace stripped as
+	// Telegram does.
+	Text string
+	// Form is how it is shown: "rich" (sendRichMessage, or an edit with rich_message), "html"
+	// (parse_mode HTML) or "" (plain text).
+	Form string
+	// Rich is a rich message's Markdown; Blocks the kinds of its top-level blocks ("heading",
+	// "paragraph", "list", "table", "pre", "blockquote", "divider").
+	Rich   string
+	Blocks []string
+	// Entities are the formatting entities of its text (parse_mode HTML).
+	Entities []Entity
+	Caption  string
+	File     *File
+	ReplyTo  int // id of the message it replies to, 0 if none
+	Thread   int // the forum topic it was sent to (message_thread_id), 0 if none
+	Edits    int // accepted editMessageText calls
+	Date     time.Time
 }
 
 // File is the file of a message. For a photo, Data is the largest size (the uploaded bytes).
@@ -73,12 +86,14 @@ type File struct {
 	Data     []byte
 }
 
-// Draft is an accepted sendMessageDraft call.
+// Draft is an accepted sendMessageDraft or sendRichMessageDraft call.
 type Draft struct {
 	From    int64 // the bot's user id
 	DraftID string
-	Text    string
-	Thread  int // message_thread_id, 0 if none
+	Text    string // the text a person reads (after entity parsing; a rich draft's Markdown's text)
+	Form    string // "rich", "html" or "" (plain)
+	Rich    string // a rich draft's Markdown
+	Thread  int    // message_thread_id, 0 if none
 	At      time.Time
 }
 
@@ -378,7 +393,8 @@ func (s *Server) Messages(chatID int64) []Message {
 			continue
 		}
 		msg := Message{
-			ID: m.id, From: m.from, Text: m.text, Caption: m.caption,
+			ID: m.id, From: m.from, Text: m.text, Form: m.form, Rich: m.rich, Blocks: append([]string(nil), m.blocks...),
+			Entities: append([]Entity(nil), m.entities...), Caption: m.caption,
 			ReplyTo: m.replyTo, Thread: m.thread, Edits: m.edits, Date: m.date,
 		}
 		if f := m.media; f != nil {
@@ -492,6 +508,9 @@ type message struct {
 	entities []Entity // of text, or of caption when there is no text
 	thread   int      // message_thread_id: the forum topic, 0 if none
 	topic    string   // forum_topic_created's name: the service message opening a topic
+	form     string   // a bot's message: "rich", "html" or "" (plain)
+	rich     string   // a rich message's Markdown
+	blocks   []string // a rich message's top-level block kinds
 }
 
 // fault is an injected error answer.

@@ -103,6 +103,7 @@ type wireMessage struct {
 	EditDate          int64                  `json:"edit_date,omitempty"`
 	ReplyToMessage    *wireMessage           `json:"reply_to_message,omitempty"`
 	Text              string                 `json:"text,omitempty"`
+	RichMessage       *wireRichMessage       `json:"rich_message,omitempty"`
 	Entities          []wireEntity           `json:"entities,omitempty"`
 	Caption           string                 `json:"caption,omitempty"`
 	CaptionEntities   []wireEntity           `json:"caption_entities,omitempty"`
@@ -117,10 +118,21 @@ type wireMessage struct {
 // wireEntity is a MessageEntity: offset and length in UTF-16 code units; user for
 // "text_mention" only.
 type wireEntity struct {
-	Type   string    `json:"type"`
-	Offset int       `json:"offset"`
-	Length int       `json:"length"`
-	User   *wireUser `json:"user,omitempty"`
+	Type     string    `json:"type"`
+	Offset   int       `json:"offset"`
+	Length   int       `json:"length"`
+	URL      string    `json:"url,omitempty"`
+	User     *wireUser `json:"user,omitempty"`
+	Language string    `json:"language,omitempty"`
+}
+
+// wireRichMessage is a rich message's RichMessage, its blocks reduced to their type.
+type wireRichMessage struct {
+	Blocks []wireRichBlock `json:"blocks"`
+}
+
+type wireRichBlock struct {
+	Type string `json:"type"`
 }
 
 // wireForumTopicCreated is the ForumTopicCreated of the service message that opens a topic.
@@ -227,6 +239,12 @@ func (s *Server) messageJSON(ch *chatState, m *message, depth int) *wireMessage 
 	if !m.editDate.IsZero() {
 		w.EditDate = m.editDate.Unix()
 	}
+	if m.form == "rich" { // "text" is empty for a rich message
+		w.Text, w.RichMessage = "", &wireRichMessage{}
+		for _, b := range m.blocks {
+			w.RichMessage.Blocks = append(w.RichMessage.Blocks, wireRichBlock{Type: b})
+		}
+	}
 	if m.replyTo != 0 && depth == 0 {
 		if r := ch.find(m.replyTo); r != nil {
 			w.ReplyToMessage = s.messageJSON(ch, r, depth+1)
@@ -249,7 +267,7 @@ func (s *Server) messageJSON(ch *chatState, m *message, depth int) *wireMessage 
 	if len(m.entities) > 0 {
 		ents := make([]wireEntity, 0, len(m.entities))
 		for _, e := range m.entities {
-			we := wireEntity{Type: e.Type, Offset: e.Offset, Length: e.Length}
+			we := wireEntity{Type: e.Type, Offset: e.Offset, Length: e.Length, URL: e.URL, Language: e.Language}
 			if e.Type == "text_mention" {
 				we.User = s.userJSON(e.User)
 			}
