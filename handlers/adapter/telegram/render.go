@@ -8,15 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/go-telegram/bot"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	east "github.com/yuin/goldmark/extension/ast"
-	"github.com/yuin/goldmark/text"
 
 	"github.com/ximd/ximd/handlers/adapter/markdown"
 )
@@ -48,7 +42,7 @@ func (f form) limit() int {
 // text after entity parsing: the plain form spells links out).
 func (f form) count(s string) int {
 	if f == formRich {
-		src, blocks := richSource(s)
+		src, blocks := markdown.Parse(s).TelegramRich()
 		return max(utf16Len(src), blocks*blockWeight)
 	}
 	return utf16Len(markdown.Parse(s).Plain())
@@ -98,101 +92,12 @@ func preview(text string, f form) string {
 func rendered(src string, f form) string {
 	switch f {
 	case formRich:
-		s, _ := richSource(src)
+		s, _ := markdown.Parse(src).TelegramRich()
 		return s
 	case formHTML:
 		return markdown.Parse(src).HTML(markdown.Telegram)
 	}
 	return markdown.Parse(src).Plain()
-}
-
-// richParser reads the agent's Markdown as the markdown package does (CommonMark and GitHub's
-// tables, strikethrough, autolinks and task lists), to find what Telegram's rich Markdown would
-// read differently. It is a stopgap until the markdown package offers the rich form itself.
-var richParser = goldmark.New(goldmark.WithExtensions(extension.Table, extension.Strikethrough, extension.Linkify, extension.TaskList)).Parser()
-
-// richSource is the Markdown of a rich message for the agent's Markdown s, and the blocks it
-// holds (blocks, list items and table rows, as Telegram counts them). Telegram's rich Markdown
-// reads more than CommonMark: raw HTML, images (fetched and shown), "$" formulas, "||"
-// spoilers, a line-leading "#tag" as a heading. Those are escaped with a backslash, so raw HTML
-// shows as text, an image as its link, and "$5 and $10" as written (edge-api §7.3), as is a
-// link that is not http(s) or mailto; what the agent wrote as Markdown stays as written.
-func richSource(s string) (string, int) {
-	src := []byte(s)
-	doc := richParser.Parse(text.NewReader(src))
-	var at []int // byte offsets to put a backslash before
-	blocks := 0
-	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
-		if !entering {
-			return ast.WalkContinue, nil
-		}
-		if n.Type() == ast.TypeBlock && n.Kind() != ast.KindDocument {
-			switch n.(type) {
-			case *ast.TextBlock, *east.TableCell:
-			default:
-				blocks++
-			}
-		}
-		switch n := n.(type) {
-		case *ast.HTMLBlock:
-			lines := n.Lines()
-			for i := range lines.Len() {
-				seg := lines.At(i)
-				at = append(at, offsetsOf(src, seg.Start, seg.Stop, "<")...)
-			}
-			if n.HasClosure() {
-				at = append(at, offsetsOf(src, n.ClosureLine.Start, n.ClosureLine.Stop, "<")...)
-			}
-		case *ast.RawHTML:
-			if n.Segments.Len() > 0 {
-				at = append(at, n.Segments.At(0).Start)
-			}
-		case *ast.Image:
-			if c, ok := n.FirstChild().(*ast.Text); ok && c.Segment.Start >= 2 && string(src[c.Segment.Start-2:c.Segment.Start]) == "![" {
-				at = append(at, c.Segment.Start-2)
-			}
-		case *ast.Link:
-			if c, ok := n.FirstChild().(*ast.Text); ok && !markdown.SafeURL(string(n.Destination)) && c.Segment.Start >= 1 && src[c.Segment.Start-1] == '[' {
-				at = append(at, c.Segment.Start-1) // a link Telegram should not open: its text as written
-			}
-		case *ast.Text:
-			seg := n.Segment
-			at = append(at, offsetsOf(src, seg.Start, seg.Stop, "$|")...)
-			if seg.Start < len(src) && src[seg.Start] == '#' && (seg.Start == 0 || src[seg.Start-1] == '\n') {
-				at = append(at, seg.Start)
-			}
-		case *ast.CodeSpan, *ast.AutoLink:
-			return ast.WalkSkipChildren, nil
-		}
-		return ast.WalkContinue, nil
-	})
-	if len(at) == 0 {
-		return s, blocks
-	}
-	slices.Sort(at)
-	var b strings.Builder
-	last := 0
-	for _, i := range at {
-		if i < last || (i > 0 && src[i-1] == '\\') {
-			continue
-		}
-		b.Write(src[last:i])
-		b.WriteByte('\\')
-		last = i
-	}
-	b.Write(src[last:])
-	return b.String(), blocks
-}
-
-// offsetsOf are the offsets of the bytes of chars in src[from:to].
-func offsetsOf(src []byte, from, to int, chars string) []int {
-	var out []int
-	for i := from; i < to && i < len(src); i++ {
-		if strings.IndexByte(chars, src[i]) >= 0 {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // refusalOf is the reason of a definite refusal of form f by Telegram, "" when the answer is not

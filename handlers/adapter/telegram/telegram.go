@@ -13,7 +13,7 @@
 //
 // Markdown (edge-api §7.3): the agent's text is a rich message (Bot API 10.1), its Markdown as
 // written (Telegram shows headings, lists, tables and code itself), with what Telegram's rich
-// Markdown reads beyond CommonMark escaped (richSource: raw HTML, images, "$" formulas). On a
+// Markdown reads beyond CommonMark escaped (markdown.Doc.TelegramRich: raw HTML, images, "$" formulas). On a
 // definite refusal (a 400 with Telegram's rich-message or entity-parsing description, or a 404
 // from a server without rich messages; never a timeout) the same text is sent once in the next
 // simpler form: the HTML parse mode with Telegram's tags (markdown.Telegram: headings as bold
