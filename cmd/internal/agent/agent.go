@@ -35,8 +35,15 @@ const (
 	fileTimeout = 30 * time.Second
 	// ToolName is the tool the answer shows (Config.Tool).
 	ToolName = "web_search"
-	// DefaultReply is the default reply template.
-	DefaultReply = `You said: "{text}". This answer was streamed by ximctl agent.`
+	// DefaultReply is the default reply template: Markdown, as an agent writes it (a list,
+	// bold, code spans, a small table), so a platform's rendering of it shows at once.
+	DefaultReply = "You said: \"{text}\". This answer was streamed by **ximctl agent**, in Markdown:\n\n" +
+		"- one `chat.message.delta` per word\n" +
+		"- then the final `chat.message`\n\n" +
+		"| packet | how many |\n" +
+		"|---|---|\n" +
+		"| `chat.message.delta` | one a word |\n" +
+		"| `chat.message` | 1 |"
 )
 
 // Config configures the agent (ximctl agent has a flag for each field).
@@ -491,8 +498,9 @@ func (r *Runner) sendPacket(ctx context.Context, a *xagent.Client, pid, channel,
 	return a.SendRaw(wctx, b)
 }
 
-// render builds the answer to msg: the template with {text} replaced, and a line naming the
-// user's files and whether they were sent back (echoed, or echoErr).
+// render builds the answer to msg: the template with {text} replaced, and a paragraph of its own
+// (the template may end in a Markdown table or list) naming the user's files and whether they
+// were sent back (echoed, or echoErr).
 func (c *Config) render(msg profile.Message, echoed []profile.File, echoErr error) string {
 	text := strings.ReplaceAll(c.Reply, "{text}", msg.Text)
 	if len(msg.Files) > 0 {
@@ -505,11 +513,11 @@ func (c *Config) render(msg profile.Message, echoed []profile.File, echoErr erro
 		}
 		switch {
 		case !c.EchoFiles:
-			text += "\nFiles received (not downloaded): " + strings.Join(names, ", ")
+			text += "\n\nFiles received (not downloaded): " + strings.Join(names, ", ")
 		case echoErr != nil:
-			text += "\nFiles received: " + strings.Join(names, ", ") + " (could not send them back: " + echoErr.Error() + ")"
+			text += "\n\nFiles received: " + strings.Join(names, ", ") + " (could not send them back: " + echoErr.Error() + ")"
 		default:
-			text += "\nFiles received and sent back: " + strings.Join(names, ", ")
+			text += "\n\nFiles received and sent back: " + strings.Join(names, ", ")
 		}
 	}
 	if strings.TrimSpace(text) == "" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func TestDemoInBrowser(t *testing.T) {
 	const live = `document.querySelector('#conn').classList.contains('live')`
 
 	page := "http://" + n.Addr + path
-	run(chromedp.Navigate(page))
+	run(onEveryDocument(watchCSP), chromedp.Navigate(page))
 	eventually("page connected", live)
 	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](recorderJS)); err != nil {
 		t.Fatal(err)
@@ -150,8 +151,17 @@ func TestDemoInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.ReplaceAll(demo.Reply, "{text}", "hello browser")
-	checkStream(t, recs, want)
+	answer := strings.ReplaceAll(demo.Reply, "{text}", "hello browser")
+	checkStream(t, recs, answer)
+	want := pageText(answer)
+	// The answer is Markdown, rendered (edge-api §7.3): its list, bold, code spans and table.
+	eventually("the answer rendered", `(() => {
+	  const t = document.querySelector('.msg.assistant.final .text');
+	  return t.querySelectorAll(':scope > ul > li').length === 3 && !!t.querySelector('strong') &&
+	    t.querySelectorAll('code').length >= 3 && t.querySelectorAll('table tr').length === 3 &&
+	    t.querySelector('th').textContent === 'hop' && !t.textContent.includes('**') && !t.textContent.includes('|---');
+	})()`)
+	eventually("the person's message stays text", `document.querySelector('.msg.user .text').children.length === 0`)
 
 	// 2. History survives a reload: the same two bubbles, once each, final.
 	run(chromedp.Reload())
@@ -217,6 +227,10 @@ func TestDemoInBrowser(t *testing.T) {
 		t.Logf("screenshot written to %s", out)
 	}
 
+	if v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`window.__csp`)); err != nil || len(v) > 0 {
+		t.Fatalf("Content-Security-Policy violations on the page: %v %v", v, err)
+	}
+
 	// 5. ximd unreachable: the page says so, and a message waits as "not sent yet".
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
@@ -230,11 +244,15 @@ func TestDemoInBrowser(t *testing.T) {
 	  e.textContent.includes('anyone there?') && e.querySelector('.note').textContent.includes('ximd unreachable'))`)
 }
 
-// checkStream checks the recorded states of the first answer: the status line showed
-// thinking, then the tool, then cleared; the assistant bubble was one DOM element whose text
-// grew through at least two lengths while streaming, and whose final text replaced the stream.
-func checkStream(t *testing.T, recs []record, want string) {
+// checkStream checks the recorded states of the first answer (its Markdown): the status line
+// showed thinking, then the tool, then cleared; the assistant bubble was one DOM element that
+// showed, while streaming, the rendering of at least two ever longer parts of the answer (each
+// a word-boundary prefix, as the agent streams it), and whose final rendering replaced the
+// stream.
+func checkStream(t *testing.T, recs []record, answer string) {
 	t.Helper()
+	states := pageStates(answer)
+	want := states[len(states)-1]
 	var statuses []string
 	for _, r := range recs {
 		if len(statuses) == 0 || statuses[len(statuses)-1] != r.Status {
@@ -249,6 +267,8 @@ func checkStream(t *testing.T, recs []record, want string) {
 		t.Errorf("status line ends as %q, want cleared", statuses[len(statuses)-1])
 	}
 	probe := ""
+	at := 0     // the index in states of the last streamed state shown
+	shown := "" // its text
 	var lengths []int
 	var final *record
 	for i, r := range recs {
@@ -261,12 +281,15 @@ func checkStream(t *testing.T, recs []record, want string) {
 		if r.Probe != probe {
 			t.Fatalf("the assistant bubble was replaced (element %s, then %s): not edited in place", probe, r.Probe)
 		}
-		if r.Streaming && (len(lengths) == 0 || lengths[len(lengths)-1] != r.Len) {
-			if len(lengths) > 0 && r.Len < lengths[len(lengths)-1] {
-				t.Errorf("streamed text shrank from %d to %d", lengths[len(lengths)-1], r.Len)
-			}
-			if !strings.HasPrefix(want, r.Text) {
-				t.Errorf("streamed text %q is not a prefix of the answer", r.Text)
+		if r.Streaming && r.Text != shown {
+			shown = r.Text
+			// The page shows the rendering of a part of the answer, and of no shorter part than
+			// it showed before (a Markdown rendering may grow shorter as a construct completes).
+			k := slices.Index(states[at:], r.Text)
+			if k < 0 {
+				t.Errorf("streamed text %q is not the rendering of a part of the answer at or after the last one shown", r.Text)
+			} else {
+				at += k
 			}
 			lengths = append(lengths, r.Len)
 		}

@@ -18,8 +18,16 @@ import (
 // Channel is the demo's channel id.
 const Channel = "demo"
 
-// Reply is the demo agent's answer template.
-const Reply = `You said: "{text}". I am the ximd demo agent: this answer travelled as chat.message.delta packets over ximd's /v1/ws edge, through JetStream, into this page, which edits one bubble in place until the final chat.message replaces it.`
+// Reply is the demo agent's answer template: Markdown, as an agent writes it (a short list,
+// bold, code spans, a small table), so the first page a newcomer opens shows it rendered.
+const Reply = "You said: \"{text}\". I am the **ximd demo agent**, and I answer in Markdown:\n\n" +
+	"- this answer travelled as `chat.message.delta` packets over ximd's `/v1/ws` edge\n" +
+	"- through **JetStream** into this page, which renders each state of one bubble in place\n" +
+	"- until the final `chat.message` replaces it\n\n" +
+	"| hop | what travels |\n" +
+	"|---|---|\n" +
+	"| xAgent → ximd | `chat.message.delta`, then `chat.message` |\n" +
+	"| ximd → this page | the text so far, rendered |"
 
 // AgentConfig is the demo agent's configuration against ximd at addr: thinking, then
 // web_search, then idle, the answer streamed word by word, files echoed back, and a file sent

@@ -13,6 +13,15 @@
 // Capabilities: streaming "edit" (the bubble grows in place, the final replaces it) and
 // activity "status" (thinking / tool name / idle as a status line).
 //
+// # Markdown
+//
+// The agent's text is Markdown, and the page shows it rendered (edge-api §7.3): the stream holds
+// the text; the gateway sends each assistant message with its HTML ([Item.ForPage]:
+// markdown.Parse(text).HTML(markdown.Web), an allow-list of tags and attributes, every text
+// escaped, raw HTML as text, links http, https and mailto only, opened apart with rel="nofollow
+// noopener noreferrer"), rendered anew for every streamed state, and the page sets markup only
+// from it. A person's messages, and any html a stored item carries, reach the page as text.
+//
 // # Config
 //
 //		{ "adapter": "webchat", "config": { "title": "Support", "secret": "…" } }

@@ -36,8 +36,11 @@ type Item struct {
 	ID string `json:"id,omitempty"`
 	// Role is RoleUser or RoleAssistant.
 	Role string `json:"role,omitempty"`
-	// Text is the whole text so far.
+	// Text is the whole text so far: the agent's Markdown, or the person's text as typed.
 	Text string `json:"text,omitempty"`
+	// HTML is Text rendered for the page, on an assistant message only: set by [Item.ForPage]
+	// as the gateway sends the item, never stored (a stored value is dropped).
+	HTML string `json:"html,omitempty"`
 	// Files of a final message.
 	Files []File `json:"files,omitempty"`
 	// Final is true once the message's final content is applied.

@@ -41,12 +41,25 @@ type config struct {
 	// signature is what user input must carry (config "signature"): SignatureV1 (V1 or V2)
 	// or SignatureV2 (V2 only: replays of old bodies are refused).
 	signature string
+	// format is how the agent's Markdown reaches the target (config "format"): FormatMarkdown
+	// (text as is) or FormatHTML (every message call also carries "html").
+	format string
 }
 
 // Values of config "signature".
 const (
 	SignatureV1 = "v1"
 	SignatureV2 = "v2"
+)
+
+// Values of config "format" (edge-api §7.3).
+const (
+	// FormatMarkdown (the default): "text" is the agent's Markdown as it wrote it.
+	FormatMarkdown = "markdown"
+	// FormatHTML: every POST and PATCH of a message also carries "html", the text rendered as
+	// the webchat page shows it (markdown.Web: an allow-list of tags and attributes, every text
+	// escaped, raw HTML as text, links http, https and mailto only).
+	FormatHTML = "html"
 )
 
 // publicConfig is the config as the channels API shows it: defaults filled
@@ -61,6 +74,7 @@ type publicConfig struct {
 	Dedupe    bool                 `json:"dedupe"`
 	Lookup    bool                 `json:"lookup"`
 	Signature string               `json:"signature"`
+	Format    string               `json:"format"`
 }
 
 // wireConfig is the JSON a channel is bound with. url, chat_id and secret are pointers: absent
@@ -76,6 +90,7 @@ type wireConfig struct {
 	Dedupe    bool     `json:"dedupe"`
 	Lookup    bool     `json:"lookup"`
 	Signature string   `json:"signature"`
+	Format    string   `json:"format"`
 }
 
 // parseConfig decodes and validates a webhook config. Every error is a
@@ -90,6 +105,7 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	c.streaming = adapter.Enum(ck, "streaming", w.Streaming, DefaultStreaming, adapter.StreamingEdit, adapter.StreamingNone)
 	c.activity = adapter.Enum(ck, "activity", w.Activity, DefaultActivity, adapter.ActivityStatus, adapter.ActivityTyping, adapter.ActivityNone)
 	c.signature = adapter.Enum(ck, "signature", w.Signature, SignatureV1, SignatureV1, SignatureV2)
+	c.format = adapter.Enum(ck, "format", w.Format, FormatMarkdown, FormatMarkdown, FormatHTML)
 	c.timeout = timeout(ck, w.Timeout)
 	for i, h := range c.fileHosts {
 		if h == "" || strings.ContainsAny(h, "/@ ") || len(h) > 253 || download.Allowed([]string{h}).Validate() != nil {
@@ -155,6 +171,7 @@ func (c *config) public() publicConfig {
 		Dedupe:    c.dedupe,
 		Lookup:    c.lookup,
 		Signature: c.signature,
+		Format:    c.format,
 	}
 }
 

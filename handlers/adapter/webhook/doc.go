@@ -24,6 +24,15 @@
 //     safe degradation every target can show (profile P-ACT-4).
 //   - timeout: Go duration string bounding each HTTP call, default "10s",
 //     at most "5m".
+//   - format: how the agent's Markdown reaches the target (edge-api §7.3):
+//     "markdown" (default) sends "text" as the agent wrote it; "html" also
+//     sends "html" in every message call (POST and PATCH, ximd's own
+//     messages too, "" for a message without text): the text rendered by
+//     markdown.Parse(text).HTML(markdown.Web), as the webchat page shows it
+//     (only its tags and attributes, every text escaped, raw HTML shown as
+//     text, links http, https and mailto only, with rel="nofollow noopener
+//     noreferrer"). A streamed part renders safely, and the final renders
+//     exactly as a direct final of the same text. "text" stays the Markdown.
 //
 // Keys match as encoding/json matches them (exactly, else ignoring case).
 // Any other key, a wrong JSON type or a bad value is a *profile.Error with
@@ -37,12 +46,13 @@
 // (see [Sign] and [Verify]).
 //
 //   - Send: POST {url}/messages with {"chat_id","text","files","final",
-//     "idempotency_key"}, plus an Idempotency-Key header carrying the same
+//     "idempotency_key"} (and "html" with format "html"), plus an Idempotency-Key header carrying the same
 //     key. A 2xx answer must be {"message_id": "<target id>"} (a JSON
 //     string, or a number whose literal becomes the id); anything else is
 //     target_delivery_failed.
 //   - Edit: PATCH {url}/messages/{target id} (the id path-escaped) with
-//     {"chat_id","text","files","final"}, text being the whole text.
+//     {"chat_id","text","files","final"} (and "html"), text being the whole
+//     text.
 //   - ShowActivity: POST {url}/activity with {"chat_id","status"} and, for
 //     status "tool" under activity "status", "tool_name".
 //

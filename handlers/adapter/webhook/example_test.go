@@ -61,7 +61,7 @@ func ExampleAdapter_Public() {
 		`{"url":"http://127.0.0.1:9999/hook","chat_id":"room-1","secret":"s3cr3t"}`))
 	fmt.Println(string(pub), err)
 	// Output:
-	// {"url":"http://127.0.0.1:9999/hook","chat_id":"room-1","streaming":"edit","activity":"typing","timeout":"10s","dedupe":false,"lookup":false,"signature":"v1"} <nil>
+	// {"url":"http://127.0.0.1:9999/hook","chat_id":"room-1","streaming":"edit","activity":"typing","timeout":"10s","dedupe":false,"lookup":false,"signature":"v1","format":"markdown"} <nil>
 }
 
 // The inbound route checks the signature of a target's request with Verify.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/handlers/adapter/download"
+	"github.com/ximd/ximd/handlers/adapter/markdown"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -62,7 +63,8 @@ type Options struct {
 
 // Adapter is the webhook [adapter.Opener]. It is safe for concurrent use;
 // all targets it opens share its HTTP client. Its Name is "webhook"; its Public is the config
-// with defaults filled in and the secret removed: {"url","chat_id","streaming","activity","timeout"}.
+// with defaults filled in and the secret removed: {"url","chat_id","streaming","activity","timeout",
+// "dedupe","lookup","signature","format"} and "file_hosts" when set.
 type Adapter struct {
 	adapter.Kit[*config, publicConfig]
 	client *http.Client
@@ -171,6 +173,7 @@ type (
 	createBody struct {
 		ChatID         string     `json:"chat_id"`
 		Text           string     `json:"text"`
+		HTML           *string    `json:"html,omitempty"`
 		Files          []wireFile `json:"files"`
 		Final          bool       `json:"final"`
 		IdempotencyKey string     `json:"idempotency_key"`
@@ -182,6 +185,7 @@ type (
 	editBody struct {
 		ChatID string     `json:"chat_id"`
 		Text   string     `json:"text"`
+		HTML   *string    `json:"html,omitempty"`
 		Files  []wireFile `json:"files"`
 		Final  bool       `json:"final"`
 	}
@@ -212,6 +216,16 @@ func wireFiles(files []adapter.File) []wireFile {
 	return out
 }
 
+// html is the "html" of a message call: with config format "html", text rendered by
+// markdown.Parse(text).HTML(markdown.Web) (present even when empty); nil otherwise (no key).
+func (t *webhookTarget) html(text string) *string {
+	if t.cfg.format != FormatHTML {
+		return nil
+	}
+	h := markdown.Parse(text).HTML(markdown.Web)
+	return &h
+}
+
 // Capabilities implements adapter.Target.
 func (t *webhookTarget) Capabilities() adapter.Capabilities { return t.cfg.capabilities() }
 
@@ -227,6 +241,7 @@ func (t *webhookTarget) Send(ctx context.Context, m adapter.Message) (string, er
 	body, err := json.Marshal(createBody{
 		ChatID:         t.cfg.chatID,
 		Text:           m.Text,
+		HTML:           t.html(m.Text),
 		Files:          wireFiles(m.Files),
 		Final:          m.Final,
 		IdempotencyKey: m.IdempotencyKey,
@@ -321,6 +336,7 @@ func (t *webhookTarget) Edit(ctx context.Context, id string, m adapter.Message) 
 	body, err := json.Marshal(editBody{
 		ChatID: t.cfg.chatID,
 		Text:   m.Text,
+		HTML:   t.html(m.Text),
 		Files:  wireFiles(m.Files),
 		Final:  m.Final,
 	})

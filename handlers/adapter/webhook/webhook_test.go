@@ -793,6 +793,7 @@ func TestWebhook_Public_RemovesSecret(t *testing.T) {
 	want := map[string]string{
 		"url": `"https://chat.example/hook?token=redacted\u0026x=redacted"`, "chat_id": `"room-1"`,
 		"streaming": `"none"`, "activity": `"status"`, "timeout": `"2s"`, "dedupe": `false`, "lookup": `false`, "signature": `"v1"`,
+		"format": `"markdown"`,
 	}
 	if gk, wk := keys(got), slices.Sorted(maps.Keys(want)); !slices.Equal(gk, wk) {
 		t.Errorf("Public keys = %v, want %v", gk, wk)
@@ -845,8 +846,12 @@ func TestWebhook_OpenRejectsBadConfig(t *testing.T) {
 		{name: "negative timeout", config: string(config(u, map[string]any{"timeout": "-1s"})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.timeout"},
 		{name: "huge timeout", config: string(config(u, map[string]any{"timeout": "1h"})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.timeout"},
 		{name: "numeric timeout", config: string(config(u, map[string]any{"timeout": 10})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.timeout"},
+		{name: "bad format", config: string(config(u, map[string]any{"format": "rich"})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.format"},
+		{name: "format not a string", config: string(config(u, map[string]any{"format": true})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.format"},
+		{name: "format in upper case", config: string(config(u, map[string]any{"format": "HTML"})), wantErr: profile.CodeInvalidDescriptor, wantField: "target.config.format"},
 		{name: "valid minimal", config: string(config(u, nil))},
-		{name: "valid full", config: string(config("https://h:8443/x/?a=b", map[string]any{"streaming": "none", "activity": "none", "timeout": "1m"}))},
+		{name: "valid full", config: string(config("https://h:8443/x/?a=b", map[string]any{"streaming": "none", "activity": "none", "timeout": "1m", "format": "html"}))},
+		{name: "valid format markdown", config: string(config(u, map[string]any{"format": "markdown"}))},
 		{name: "valid explicit nulls", config: string(config(u, map[string]any{"streaming": nil, "activity": nil}))},
 	}
 	a := webhook.New(webhook.Options{})

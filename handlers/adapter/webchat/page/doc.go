@@ -12,7 +12,7 @@
 //	GET  /webchat/{channel}               the page
 //	POST /webchat/{channel}/session       secret in the header -> 204, cookie ximd_webchat (HttpOnly, SameSite=Strict, Path /webchat/{channel}/)
 //	GET  /webchat/{channel}/info          {"connector_channel_id","title","max_file_bytes"}
-//	GET  /webchat/{channel}/events        text/event-stream: history, `ready`, then live items
+//	GET  /webchat/{channel}/events        text/event-stream: history, `ready`, then live items (webchat.PageData: an assistant message with its Markdown rendered as html)
 //	POST /webchat/{channel}/uploads       multipart "file" -> 201 file store meta
 //	POST /webchat/{channel}/messages      {"client_id","text","file_refs"} -> 202 {"message_id","id"}
 //	GET  /webchat/{channel}/files/{ref}   a file of the channel

@@ -2,7 +2,6 @@ package page
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -184,14 +183,21 @@ func (h *Handler) serve(ctx context.Context, s *pageStream, channel string, vali
 
 // item writes one item m as an `event: item` (unless show holds a replayed one back) and
 // `event: ready` after the last of the history. It reports false when the write failed.
+//
+// The item is sent as webchat.PageData makes it: an assistant message with its Markdown
+// rendered (the html field, the only markup the page ever sets), everything else without markup.
+// An item that cannot be decoded is not sent.
 func (h *Handler) item(s *pageStream, m jetstream.Msg) bool {
 	md, err := m.Metadata()
 	if err != nil {
 		return true
 	}
 	replay := !s.ready
-	if h.show(m.Data(), md, replay, s.items.resumed) {
-		if _, err := fmt.Fprintf(s.w, "id: %d\nevent: item\ndata: %s\n\n", md.Sequence.Stream, m.Data()); err != nil {
+	it, data, err := webchat.PageData(m.Data())
+	if err != nil {
+		h.logger.Warn("webchat_item_unreadable", "subject", m.Subject(), "err", err)
+	} else if h.show(it.Kind, md, replay, s.items.resumed) {
+		if _, err := fmt.Fprintf(s.w, "id: %d\nevent: item\ndata: %s\n\n", md.Sequence.Stream, data); err != nil {
 			return false
 		}
 	}
@@ -205,19 +211,16 @@ func (h *Handler) item(s *pageStream, m jetstream.Msg) bool {
 	return true
 }
 
-// show decides whether a replayed item is sent: of the history only the last HistoryLimit
-// items, and a status only while it is recent.
-func (h *Handler) show(data []byte, md *jetstream.MsgMetadata, replay, resumed bool) bool {
+// show decides whether a replayed item of kind is sent: of the history only the last
+// HistoryLimit items, and a status only while it is recent.
+func (h *Handler) show(kind string, md *jetstream.MsgMetadata, replay, resumed bool) bool {
 	if !replay || resumed {
 		return true
 	}
 	if md.NumPending >= uint64(h.cfg.HistoryLimit) {
 		return false
 	}
-	var it struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &it) == nil && it.Kind == webchat.KindStatus {
+	if kind == webchat.KindStatus {
 		return time.Since(md.Timestamp) < h.cfg.StatusMaxAge
 	}
 	return true

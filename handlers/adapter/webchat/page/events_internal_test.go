@@ -5,33 +5,34 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ximd/ximd/handlers/adapter/webchat"
 )
 
 func TestShowBoundsTheReplay(t *testing.T) {
 	t.Parallel()
 	h := &Handler{cfg: Config{HistoryLimit: 3, StatusMaxAge: time.Minute}}
-	msg := []byte(`{"kind":"message","id":"a1","text":"x","updated":1}`)
-	status := []byte(`{"kind":"status","status":"thinking","updated":1}`)
+	const msg, status = webchat.KindMessage, webchat.KindStatus
 	tests := []struct {
 		name    string
-		data    []byte
+		kind    string
 		pending uint64
 		age     time.Duration
 		replay  bool
 		resumed bool
 		want    bool
 	}{
-		{name: "live item", data: msg, pending: 10, replay: false, want: true},
-		{name: "replay within the last items", data: msg, pending: 2, replay: true, want: true},
-		{name: "replay older than the last items", data: msg, pending: 3, replay: true, want: false},
-		{name: "recent status replayed", data: status, pending: 0, age: time.Second, replay: true, want: true},
-		{name: "stale status not replayed", data: status, pending: 0, age: 2 * time.Minute, replay: true, want: false},
-		{name: "resumed stream sends everything", data: msg, pending: 50, replay: true, resumed: true, want: true},
+		{name: "live item", kind: msg, pending: 10, replay: false, want: true},
+		{name: "replay within the last items", kind: msg, pending: 2, replay: true, want: true},
+		{name: "replay older than the last items", kind: msg, pending: 3, replay: true, want: false},
+		{name: "recent status replayed", kind: status, pending: 0, age: time.Second, replay: true, want: true},
+		{name: "stale status not replayed", kind: status, pending: 0, age: 2 * time.Minute, replay: true, want: false},
+		{name: "resumed stream sends everything", kind: msg, pending: 50, replay: true, resumed: true, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			md := &jetstream.MsgMetadata{NumPending: tt.pending, Timestamp: time.Now().Add(-tt.age)}
-			if got := h.show(tt.data, md, tt.replay, tt.resumed); got != tt.want {
+			if got := h.show(tt.kind, md, tt.replay, tt.resumed); got != tt.want {
 				t.Fatalf("show = %v, want %v", got, tt.want)
 			}
 		})

@@ -269,6 +269,13 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 	h.render(w, map[string]string{"Channel": id, "Base": "/webchat/" + id}, "'none'")
 }
 
+// PageCSP is the page's Content-Security-Policy (without its frame-ancestors): its own script
+// and style only, no inline code or style, nothing loaded from elsewhere, and markup set only
+// through the page's one Trusted Types policy ("ximd-markdown", which sets an assistant
+// message's html as ximd rendered it), so no message can bring script or style.
+const PageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; " +
+	"require-trusted-types-for 'script'; trusted-types ximd-markdown"
+
 // render writes the page with data (Channel, Bot, Base: where its assets are) and the origins
 // that may frame it (the CSP's frame-ancestors).
 func (h *Handler) render(w http.ResponseWriter, data map[string]string, frameAncestors string) {
@@ -280,7 +287,7 @@ func (h *Handler) render(w http.ResponseWriter, data map[string]string, frameAnc
 	hd := w.Header()
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors "+frameAncestors)
+	hd.Set("Content-Security-Policy", PageCSP+"; frame-ancestors "+frameAncestors)
 	if frameAncestors != "'none'" {
 		hd.Del("X-Frame-Options") // the CSP names who may frame it
 	}

@@ -125,6 +125,16 @@
   }
 
   // --- rendering ----------------------------------------------------------------------------
+  // The agent's Markdown comes rendered: an assistant item's html, made by ximd's one Markdown
+  // renderer (edge-api §7.3: an allow-list of tags and attributes, every text escaped, links
+  // http/https/mailto only). It is the only markup this page ever sets; everything else (the
+  // person's own messages, notes, file names, quotes) is set as text. Where the browser has
+  // Trusted Types, the page's CSP admits markup through this one policy only.
+  const markdownPolicy = window.trustedTypes ? window.trustedTypes.createPolicy('ximd-markdown', { createHTML: (html) => html }) : null;
+  function setRendered(el, html) {
+    el.innerHTML = markdownPolicy ? markdownPolicy.createHTML(html) : html;
+  }
+
   function apply(it, seq) {
     if (it.kind === 'status') return setStatus(it);
     if (it.kind === 'message') return upsert(it, seq);
@@ -191,7 +201,15 @@
     const el = b.el;
     el.dataset.id = it.id;
     el.classList.remove('pending');
-    el.querySelector('.text').textContent = it.text || '';
+    const text = el.querySelector('.text');
+    if (it.role === 'assistant') {
+      // Re-rendered at every edit: each streamed state is rendered whole by ximd.
+      const html = it.html || '';
+      if (b.html !== html) { setRendered(text, html); b.html = html; }
+      text.classList.add('md');
+    } else {
+      text.textContent = it.text || '';
+    }
     quote(el, it.reply_to);
     const streaming = it.role !== 'user' && !it.final;
     el.classList.toggle('streaming', streaming);
