@@ -57,6 +57,18 @@
 //   - [FileOrNote]: a user's file is fetched into the Transfer Plane through the [Inbox], or,
 //     when it cannot be passed on, named in the text ([Unpassed]); [Submit] submits the message
 //     and names the outcome ([Received]: [Accepted], [Duplicate], [Ignored] or a refusal's code).
+//   - Bots (edge-api §4.1): an adapter that takes bots is a [BotTaker] (the config keys that
+//     name a conversation, and [BotTaker.Bind] of a bot's config to one conversation, with
+//     [BindConfig]), a [BotProber] where the platform has an identity call, and, for a platform
+//     that posts a whole account's events to one URL, a [BotReceiver]. Its inbound part finds the
+//     bots it serves in its [Inboxes] ([Bots]) and hands a message of a conversation no channel
+//     PUT binds to [Admitter.Admit] as an [Arrival] (the [Conversation], its [Author], whether
+//     the bot was mentioned, its mention removed from the text); the [Admission] is the inbox of
+//     the conversation's channel, opened for it, or the [Refusal]. [Policy.Decide] is the
+//     policy itself, as data; [adaptertest.RunBots] the cases every adapter passes.
+//   - Rich text (edge-api §7.3): the agent's Markdown is parsed once by the sibling package
+//     markdown and rendered in the platform's form; a form the platform refused is counted with
+//     [Common.Fallback] ([RenderFallbacks]) before the next simpler form is sent.
 //
 // The vocabulary is typed: [Streaming], [ActivityMode], [ReplyMode] and [InDoubtRule] are the
 // capabilities' values, [Status] an activity's; their JSON is the strings of edge-api §7.
