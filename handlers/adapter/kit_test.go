@@ -277,3 +277,18 @@ func TestKit_ReceivePrologue(t *testing.T) {
 		t.Fatalf("StartReceive = %+v, %q, %v", c, body, err)
 	}
 }
+
+// Recent keeps the last n keys: an older one is forgotten, a key added again is not doubled.
+func TestRecent(t *testing.T) {
+	r := adapter.NewRecent(2)
+	r.Add("a")
+	r.Add("b")
+	r.Add("b")
+	if !r.Has("a") || !r.Has("b") {
+		t.Fatal("a key of the last two forgotten")
+	}
+	r.Add("c")
+	if r.Has("a") || !r.Has("b") || !r.Has("c") {
+		t.Fatalf("after a third key: a %v, b %v, c %v; want a forgotten", r.Has("a"), r.Has("b"), r.Has("c"))
+	}
+}

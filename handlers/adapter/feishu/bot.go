@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
@@ -93,7 +92,7 @@ func (a *Adapter) ReceiveBot(w http.ResponseWriter, r *http.Request, b adapter.B
 		return adapter.Ignored, nil
 	}
 	seen := c.appKey() + "\x00" + cb.Header.EventID
-	if cb.Header.EventID != "" && a.events.has(seen) {
+	if cb.Header.EventID != "" && a.events.Has(seen) {
 		writeJSON(w, map[string]string{})
 		return adapter.Duplicate, nil
 	}
@@ -104,7 +103,7 @@ func (a *Adapter) ReceiveBot(w http.ResponseWriter, r *http.Request, b adapter.B
 		return "", err
 	}
 	if cb.Header.EventID != "" {
-		a.events.add(seen)
+		a.events.Add(seen)
 	}
 	writeJSON(w, map[string]string{})
 	return outcome, nil
@@ -212,36 +211,3 @@ func (a *app) chatTitle(ctx context.Context, chat string) string {
 
 // recentEventsKept is how many event ids the bots' route remembers.
 const recentEventsKept = 4096
-
-// recentEvents are the ids of the latest events a bot's route handled: Feishu delivers an event
-// again when its answer was late or lost, and one seen here is answered without being passed
-// on a second time (the message_id check catches what is older).
-type recentEvents struct {
-	mu   sync.Mutex
-	ids  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newRecentEvents(n int) *recentEvents {
-	return &recentEvents{ids: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-func (e *recentEvents) has(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	_, ok := e.ids[id]
-	return ok
-}
-
-func (e *recentEvents) add(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.ids[id]; ok {
-		return
-	}
-	delete(e.ids, e.ring[e.next])
-	e.ring[e.next] = id
-	e.ids[id] = struct{}{}
-	e.next = (e.next + 1) % len(e.ring)
-}

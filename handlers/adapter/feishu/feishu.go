@@ -93,13 +93,13 @@ type Options struct {
 // Feishu).
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *app]
-	window time.Duration // Options.SignatureWindow
-	events *recentEvents // the events a bot's route handled, by app and event_id
+	window time.Duration   // Options.SignatureWindow
+	events *adapter.Recent // the events a bot's route handled, by app and event_id
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), events: newRecentEvents(recentEventsKept)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), events: adapter.NewRecent(recentEventsKept)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }

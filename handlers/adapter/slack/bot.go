@@ -169,7 +169,7 @@ func (a *Adapter) toBot(ctx context.Context, c *config, b adapter.Bot, ev msgEve
 		return adapter.Ignored, nil
 	}
 	seen := b.ID + "\x00" + ev.Channel + "\x00" + ev.TS
-	if a.handled.has(seen) {
+	if a.handled.Has(seen) {
 		return adapter.Duplicate, nil // the app_mention of a message event, or a retry of a refused one
 	}
 	arr, text, err := a.arrival(ctx, ws, me, b, ev)
@@ -181,7 +181,7 @@ func (a *Adapter) toBot(ctx context.Context, c *config, b adapter.Bot, ev msgEve
 		return "", err
 	}
 	if !adm.Admitted() {
-		a.handled.add(seen)
+		a.handled.Add(seen)
 		return adapter.Ignored, nil
 	}
 	if arr.Conversation.Kind == adapter.Thread {
@@ -190,7 +190,7 @@ func (a *Adapter) toBot(ctx context.Context, c *config, b adapter.Bot, ev msgEve
 	ev.Text = text
 	outcome, err := a.receive(ctx, c, ev, adm.Channel.ID, adm.Inbox)
 	if err == nil {
-		a.handled.add(seen)
+		a.handled.Add(seen)
 	}
 	return outcome, err
 }
@@ -419,38 +419,4 @@ func (l *lookups) forget(channel, thread string) {
 	if until, ok := l.threads[channel+"\x00"+thread]; ok && !until.IsZero() {
 		delete(l.threads, channel+"\x00"+thread)
 	}
-}
-
-// handledSet is the events a bot took already in this process (admitted and submitted, or
-// refused), by bot, conversation and ts: Slack's app_mention of a channel message that also
-// comes as a message event, and its retries of a refused message, are not counted again. A
-// message submitted is a duplicate by its message_id anyway.
-type handledSet struct {
-	mu   sync.Mutex
-	keys map[string]struct{}
-	ring []string
-	next int
-}
-
-func newHandledSet(n int) *handledSet {
-	return &handledSet{keys: map[string]struct{}{}, ring: make([]string, n)}
-}
-
-func (h *handledSet) has(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.keys[key]
-	return ok
-}
-
-func (h *handledSet) add(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.keys[key]; ok {
-		return
-	}
-	delete(h.keys, h.ring[h.next])
-	h.ring[h.next] = key
-	h.keys[key] = struct{}{}
-	h.next = (h.next + 1) % len(h.ring)
 }

@@ -81,13 +81,13 @@ type Options struct {
 // secret; Open makes no call (Probe checks the config against Slack).
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *workspace]
-	window  time.Duration // Options.SignatureWindow
-	handled *handledSet   // events bots took already
+	window  time.Duration   // Options.SignatureWindow
+	handled *adapter.Recent // events bots took already
 }
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), handled: newHandledSet(4096)}
+	a := &Adapter{window: adapter.OrDefault(opts.SignatureWindow, adapter.DefaultSignatureWindow), handled: adapter.NewRecent(4096)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
