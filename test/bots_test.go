@@ -572,3 +572,47 @@ func TestBots_RePutReachesChannelsAndDeletedChannelReopens(t *testing.T) {
 		t.Fatalf("message %+v", m)
 	}
 }
+
+// edge-api §4.1: GET /v1/bots pages as GET /v1/channels does.
+func TestBots_ListPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	for _, id := range []string{"pb-c", "pb-a", "pb-b"} {
+		if status, body := e.putBot(id, map[string]any{"direct": "open"}, nil); status != http.StatusOK {
+			t.Fatalf("PUT %s: %d %v", id, status, body)
+		}
+	}
+	var ids []string
+	after := ""
+	for range 3 {
+		path := "/v1/bots?limit=2"
+		if after != "" {
+			path += "&after=" + after
+		}
+		_, b, _ := e.node.Do(http.MethodGet, path, nil)
+		var page struct {
+			Bots []struct {
+				ID string `json:"bot_id"`
+			} `json:"bots"`
+			Next *string `json:"next"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, bt := range page.Bots {
+			ids = append(ids, bt.ID)
+		}
+		if page.Next == nil {
+			break
+		}
+		after = *page.Next
+	}
+	if strings.Join(ids, ",") != "pb-a,pb-b,pb-c" {
+		t.Fatalf("listed %v", ids)
+	}
+	for path, code := range map[string]string{"/v1/bots?limit=0": "bad_request", "/v1/bots?limit=1001": "bad_request", "/v1/bots?after=a.b": "invalid_bot_id"} {
+		if status, b, _ := e.node.Do(http.MethodGet, path, nil); status != http.StatusBadRequest || !strings.Contains(string(b), code) {
+			t.Errorf("GET %s: %d %s, want 400 %s", path, status, b, code)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -221,19 +220,9 @@ type botList struct {
 }
 
 func (a *BotsAPI) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := DefaultListLimit
-	if q.Has("limit") {
-		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || n < 1 || n > MaxListLimit {
-			WriteError(w, profile.Errorf(profile.CodeBadRequest, "limit must be a whole number from 1 to %d", MaxListLimit))
-			return
-		}
-		limit = n
-	}
-	after := q.Get("after")
-	if q.Has("after") && !botIDPattern.MatchString(after) {
-		WriteError(w, invalidBotID)
+	limit, after, perr := pageOf(r, botIDPattern.MatchString, invalidBotID)
+	if perr != nil {
+		WriteError(w, perr)
 		return
 	}
 	page, next := a.bots.Page(after, limit)

@@ -225,6 +225,26 @@ const (
 	MaxListLimit     = 1000
 )
 
+// pageOf reads a listing's ?limit= (DefaultListLimit when absent; a whole number from 1 to
+// MaxListLimit, else 400 bad_request) and ?after= (an id valid says is one, else badAfter). A
+// parameter given empty counts as given.
+func pageOf(r *http.Request, valid func(string) bool, badAfter *profile.Error) (limit int, after string, _ *profile.Error) {
+	q := r.URL.Query()
+	limit = DefaultListLimit
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > MaxListLimit {
+			return 0, "", profile.Errorf(profile.CodeBadRequest, "limit must be a whole number from 1 to %d", MaxListLimit)
+		}
+		limit = n
+	}
+	after = q.Get("after")
+	if q.Has("after") && !valid(after) {
+		return 0, "", badAfter
+	}
+	return limit, after, nil
+}
+
 // channelList is the body of GET /v1/channels. Next is the id to pass as ?after= for the following
 // page; null on the last one.
 type channelList struct {
@@ -237,19 +257,10 @@ type channelList struct {
 // is 400 bad_request; an after that cannot be a channel id is 400 invalid_channel_id. A parameter
 // given empty counts as given.
 func (a *ChannelsAPI) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := DefaultListLimit
-	if q.Has("limit") {
-		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || n < 1 || n > MaxListLimit {
-			WriteError(w, profile.Errorf(profile.CodeBadRequest, "limit must be a whole number from 1 to %d", MaxListLimit))
-			return
-		}
-		limit = n
-	}
-	after := q.Get("after")
-	if q.Has("after") && !profile.ValidChannelID(after) {
-		WriteError(w, profile.Errorf(profile.CodeInvalidChannelID, "after must be a connector_channel_id (^[A-Za-z0-9_-]{1,128}$)"))
+	limit, after, perr := pageOf(r, profile.ValidChannelID,
+		profile.Errorf(profile.CodeInvalidChannelID, "after must be a connector_channel_id (^[A-Za-z0-9_-]{1,128}$)"))
+	if perr != nil {
+		WriteError(w, perr)
 		return
 	}
 	page, next := a.reg.Page(after, limit)
