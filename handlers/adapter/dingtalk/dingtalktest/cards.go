@@ -141,6 +141,7 @@ func (s *Server) streaming(w http.ResponseWriter, app *App, body map[string]any)
 		c.Params[key] += content
 	}
 	c.Streams++
+	c.GUIDs = append(c.GUIDs, guid)
 	c.Finalized = c.Finalized || final
 	writeJSON(w, 200, map[string]any{"success": true, "result": true})
 }

@@ -61,7 +61,9 @@ type Card struct {
 	// Streams counts its streaming calls; Finalized reports an isFinalize one.
 	Streams   int
 	Finalized bool
-	Created   time.Time
+	// GUIDs are the guid of each streaming call.
+	GUIDs   []string
+	Created time.Time
 }
 
 // Text is what the card shows: its msgContent.
@@ -285,6 +287,7 @@ func copyCard(c *Card) Card {
 		cc.Params[k] = v
 	}
 	cc.Statuses = append([]string(nil), c.Statuses...)
+	cc.GUIDs = append([]string(nil), c.GUIDs...)
 	return cc
 }
 
