@@ -71,7 +71,6 @@ const (
 	flowProcessing = "1"
 	flowInputing   = "2"
 	flowFinished   = "3"
-	flowFailed     = "5"
 )
 
 // Options configure the adapter.
@@ -227,9 +226,6 @@ func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
 		return err
 	}
 	if ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowFinished, "msgContent": parts[0]}); err != nil {
-		if profile.AsError(err).Code == profile.CodeTargetDeliveryFailed {
-			_, _ = t.update(context.WithoutCancel(ctx), id, map[string]string{"flowStatus": flowFailed})
-		}
 		return err
 	} else if !ok {
 		if err := t.create(ctx, id, flowFinished, parts[0]); err != nil {
