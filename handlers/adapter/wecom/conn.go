@@ -91,7 +91,9 @@ type refusal struct {
 	msg  string
 }
 
-func (r *refusal) Error() string { return fmt.Sprintf("wecom %s: errcode %d: %s", r.cmd, r.code, r.msg) }
+func (r *refusal) Error() string {
+	return fmt.Sprintf("wecom %s: errcode %d: %s", r.cmd, r.code, r.msg)
+}
 
 // codeOf is the errcode of err's refusal, 0 when it is none.
 func codeOf(err error) int {

@@ -131,10 +131,10 @@ type Server struct {
 
 	mu         sync.Mutex
 	bots       map[string]*Bot
-	live       map[string]*conn            // bot -> its subscribed connection
-	queued     map[string][][]byte         // bot -> callbacks said while it had no connection
-	callbacks  map[string]callbackRec      // req_id -> the message it called back
-	convs      map[string]map[Conv]bool    // bot -> conversations people wrote in
+	live       map[string]*conn         // bot -> its subscribed connection
+	queued     map[string][][]byte      // bot -> callbacks said while it had no connection
+	callbacks  map[string]callbackRec   // req_id -> the message it called back
+	convs      map[string]map[Conv]bool // bot -> conversations people wrote in
 	msgs       map[string]map[Conv][]*Message
 	streams    map[string]*Message // bot/stream id -> bubble
 	streamAt   map[string]time.Time
@@ -144,8 +144,8 @@ type Server struct {
 	sent       map[string][]time.Time // bot/conv -> replies and pushes
 	files      map[string][]byte      // file path -> encrypted bytes
 	log        []Frame
-	drop       map[string]int // cmd -> answers to leave out
-	history    map[string][][]byte    // bot -> every callback made
+	drop       map[string]int      // cmd -> answers to leave out
+	history    map[string][][]byte // bot -> every callback made
 	n          int
 }
 
@@ -314,6 +314,23 @@ func (s *Server) callback(bot Bot, conv Conv, userid string, body map[string]any
 	return msgid
 }
 
+// LastMsgID is the msgid of the robot's latest callback.
+func (s *Server) LastMsgID(bot Bot) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.history[bot.ID]
+	if len(h) == 0 {
+		return ""
+	}
+	var f struct {
+		Body struct {
+			MsgID string `json:"msgid"`
+		} `json:"body"`
+	}
+	_ = json.Unmarshal(h[len(h)-1], &f)
+	return f.Body.MsgID
+}
+
 // Met records that a person of conv wrote to the robot before (days ago: no callback now), so
 // the robot may send proactive messages there.
 func (s *Server) Met(bot Bot, conv Conv) {
@@ -392,9 +409,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var f struct {
-			Cmd     string          `json:"cmd"`
-			Headers struct{ ReqID string `json:"req_id"` } `json:"headers"`
-			Body    json.RawMessage `json:"body"`
+			Cmd     string `json:"cmd"`
+			Headers struct {
+				ReqID string `json:"req_id"`
+			} `json:"headers"`
+			Body json.RawMessage `json:"body"`
 		}
 		if json.Unmarshal(b, &f) != nil {
 			continue
