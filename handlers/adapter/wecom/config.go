@@ -69,15 +69,6 @@ func parseConfig(raw json.RawMessage) (*config, error) {
 	return adapter.Checked(c, ck)
 }
 
-// parseBotConfig decodes a bot's config: a channel's without chat_id and user_id.
-func parseBotConfig(raw json.RawMessage) (*config, error) {
-	c, ck := parse(raw)
-	if c.chatID != "" || c.userID != "" {
-		ck.Fail("chat_id", "no conversation", "a bot's config names no conversation (chat_id, user_id)")
-	}
-	return adapter.Checked(c, ck)
-}
-
 func parse(raw json.RawMessage) (*config, *adapter.ConfigCheck) {
 	w, ck := adapter.CheckConfig[wireConfig](raw)
 	c := &config{botName: w.BotName}

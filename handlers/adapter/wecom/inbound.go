@@ -73,11 +73,12 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 // channels of their conversations (and its bots) until ctx ends. WeCom pushes callbacks and keeps
 // no position to resume from, so the feed's cursor is not used.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
-	p, ok, err := a.StartPoll(feed)
-	if !ok {
+	acct, err := a.pollAccount(feed)
+	if acct == nil {
 		return err
 	}
-	cli := a.client(p.Account)
+	p := adapter.PollStart[*config]{Channels: feed.Channels(), Account: acct}
+	cli := a.client(acct)
 	cli.start()
 	for {
 		select {

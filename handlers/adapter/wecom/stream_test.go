@@ -236,3 +236,22 @@ func TestWeCom_RepeatedMsgidIsOneMessage(t *testing.T) {
 		t.Fatalf("messages %+v", got)
 	}
 }
+
+func nowMilli() int64 { return time.Now().UnixMilli() }
+
+// poll runs a's Poll on feed until the returned stop.
+func poll(t *testing.T, a *wecom.Adapter, feed adapter.Feed) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Poll(ctx, feed) }()
+	var stopped bool
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
