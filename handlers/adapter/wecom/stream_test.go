@@ -255,3 +255,27 @@ func poll(t *testing.T, a *wecom.Adapter, feed adapter.Feed) func() {
 	t.Cleanup(stop)
 	return stop
 }
+
+// A dropped connection is subscribed again, and sends go on.
+func TestWeCom_ReconnectsAfterADroppedConnection(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	c := newConversation(t, fake, map[string]any{"streaming": "none"})
+	c.say(t, "hello")
+	fake.Kick(c.bot)
+	subscribes := func() (n int) {
+		for _, f := range fake.Frames() {
+			if f.Cmd == "aibot_subscribe" && f.Errcode == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "subscribed again", func() bool { return subscribes() >= 2 && fake.Connected(c.bot) })
+	if _, err := c.tg.Send(ctxT(t), adapter.Message{Text: "still here", Final: true, IdempotencyKey: "ch:after"}); err != nil {
+		t.Fatal(err)
+	}
+	if seen := fake.Messages(c.bot, c.conv); len(seen) != 1 || seen[0].Text != "still here" {
+		t.Fatalf("the person sees %+v", seen)
+	}
+}
