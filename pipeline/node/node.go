@@ -36,6 +36,7 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/telegram"
 	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/handlers/adapter/webhook"
+	"github.com/ximd/ximd/handlers/adapter/wecom"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/bots"
 	"github.com/ximd/ximd/pipeline/bus"
@@ -320,7 +321,8 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 		telegram.New(telegram.Options{Common: common(telegram.Name), PublicURL: n.cfg.PublicURL}),
 		feishu.New(feishu.Options{Common: common(feishu.Name)}),
 		slack.New(slack.Options{Common: common(slack.Name)}),
-		dingtalk.New(dingtalk.Options{Common: common(dingtalk.Name)})), nil
+		dingtalk.New(dingtalk.Options{Common: common(dingtalk.Name)}),
+		wecom.New(wecom.Options{Common: common(wecom.Name)})), nil
 }
 
 // renderFallbacks is ximd_render_fallbacks_total, the adapters' adapter.RenderFallbacks.

@@ -1,0 +1,253 @@
+// Package wecom is the `wecom` target adapter (edge-api §7.2.7): a channel bound to one
+// conversation of a WeCom (企业微信) intelligent robot (智能机器人), a group (chat_id) or a person's
+// single chat (user_id), through the robot's long connection.
+//
+// WeCom publishes no Go SDK for the long connection (its SDKs are Node.js and Python, and no Go
+// module of it is served by the module proxy), so the protocol is written here on
+// github.com/coder/websocket and the standard library's AES: one WebSocket to ws_url per robot,
+// subscribed with {"cmd":"aibot_subscribe","body":{"bot_id","secret"}}, a ping every 30 s (two
+// unanswered: reconnect), reconnections 1 s doubling to 30 s; every command is answered with its
+// req_id, and the next command of a req_id waits for the previous one's answer (conn.go).
+//
+// Out: an answer is a reply to the person's latest message in the conversation (the req_id of its
+// aibot_msg_callback, 24 hours): aibot_respond_msg with a stream message {"id", "finish",
+// "content"}, the stream id derived from the idempotency key, every frame the whole text so far
+// and the final one finish: true. A stream takes frames for 6 minutes (846608 after that): a
+// final past them, or with no message to reply to (the robot has not been written to since,
+// streaming "none", a second answer to one message), is a proactive aibot_send_msg markdown
+// message. Content is at most 20,480 bytes: a longer final is split between Markdown blocks
+// (the rest as proactive messages). A conversation takes 30 replies and pushes a minute and
+// 1,000 an hour: preview frames leave a reserve for finals and wait (RetryAfterError) when it
+// is reached. Files go up in chunks (aibot_upload_media_init/_chunk/_finish) and out as file or
+// image messages. In doubt, a streamed answer is settled by its stream id (a frame with the same
+// id updates the one bubble); a proactive message has no key: delivery_outcome_unknown.
+//
+// In: the same connection's aibot_msg_callback frames (a Poller keyed by the robot: one loop,
+// one connection per robot, serving its channels and bots); WeCom asks no acknowledgement of a
+// callback. The message_id is derived from msgid, so a callback WeCom makes again is a
+// duplicate. Files come by URL, AES-256-CBC encrypted with their own aeskey (IV its first 16
+// bytes, PKCS#7 to 32 bytes), and are decrypted into the Transfer Plane.
+//
+// Limits of this implementation: the connection lives in the process that uses it, so a robot
+// is served by one process at a time (a second subscribe takes the connection over; the first
+// waits MaxBackoff before taking it back): run its channels on one worker.
+package wecom
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/profile"
+)
+
+// Name is the adapter's name in a channel's target binding.
+const Name = "wecom"
+
+// Options configure the adapter.
+type Options struct {
+	// Common: the logger, the HTTP client (file downloads; default a 30 s timeout) and the file
+	// source of a final's files (required for files out).
+	adapter.Common
+	// Timing of the long connection (defaults: WeCom's).
+	Timing Timing
+}
+
+// Adapter binds channels to WeCom robot conversations. One client (one long connection) per
+// robot is shared by every channel, bot and poll loop of that robot.
+type Adapter struct {
+	adapter.Platform[*config, publicConfig, *client]
+	timing Timing
+}
+
+// New returns the adapter.
+func New(opts Options) *Adapter {
+	a := &Adapter{timing: opts.Timing}
+	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
+	return a
+}
+
+func (a *Adapter) open(c *config) (adapter.Target, error) {
+	return &Target{a: a, cli: a.client(c), cfg: c}, nil
+}
+
+func (a *Adapter) client(c *config) *client {
+	return a.Accounts.Get(c.accountKey(), func() *client { return newClient(c, a.Logger, a.timing) })
+}
+
+var (
+	_ adapter.Target = (*Target)(nil)
+	_ adapter.Editor = (*Target)(nil)
+	_ adapter.Prober = (*Adapter)(nil)
+)
+
+// Probe implements adapter.Prober: the robot's subscribe succeeds with its secret.
+func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
+	c, err := parseConfig(ch.Target.Config)
+	if err != nil {
+		return err
+	}
+	return a.probe(ctx, c)
+}
+
+func (a *Adapter) probe(ctx context.Context, c *config) error {
+	if _, _, err := a.client(c).connected(ctx, cmdSubscribe); err != nil {
+		return profile.Errorf(profile.CodeTargetConfigInvalid, "wecom refused the robot's bot_id and secret, or cannot be reached: %s", profile.AsError(err).Message)
+	}
+	return nil
+}
+
+// Target is one channel's conversation.
+type Target struct {
+	a   *Adapter
+	cli *client
+	cfg *config
+}
+
+// Capabilities implements adapter.Target.
+func (t *Target) Capabilities() adapter.Capabilities {
+	c := adapter.Capabilities{Streaming: adapter.StreamingEdit, Activity: adapter.ActivityNone, Reply: adapter.ReplyNone,
+		InDoubt: adapter.InDoubtEdit, MaxTextLength: MaxContentBytes, MinEditInterval: FrameInterval, FirstPreviewWords: t.cfg.firstWords}
+	if t.cfg.streaming == adapter.StreamingNone {
+		c.Streaming, c.InDoubt, c.MinEditInterval = adapter.StreamingNone, adapter.InDoubtUnknown, 0
+	}
+	return c
+}
+
+// FrameInterval spaces the frames of one stream: 20 a minute at most, leaving a third of the
+// conversation's 30 for finals and pushes.
+const FrameInterval = 3 * time.Second
+
+// streamID is the stream id of the message with idempotency key key: the same on every attempt.
+func streamID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "ximd_" + hex.EncodeToString(sum[:12])
+}
+
+// A target message id is "<stream id>@<req_id>" for an answer streamed as a reply ("<stream
+// id>@" while it waits for nothing to reply to: its final goes proactive), and the req_id of
+// the first aibot_send_msg (the stream id) for a proactive message.
+func splitID(id string) (sid, reqID string) {
+	sid, reqID, _ = strings.Cut(id, "@")
+	return sid, reqID
+}
+
+// Send implements adapter.Sender: a stream's first frame or its only one (a final replying to
+// the person's latest message), else a proactive message.
+func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
+	sid := streamID(m.IdempotencyKey)
+	if t.cfg.streaming == StreamingStream {
+		if req, ok := t.cli.takeReply(t.cfg.conversation(), sid); ok {
+			id := sid + "@" + req
+			return id, t.streamed(ctx, sid, req, m)
+		}
+		if !m.Final {
+			return sid + "@", nil // nothing to reply to: the final goes proactive
+		}
+	}
+	return sid, t.proactive(ctx, sid, m)
+}
+
+// Edit implements adapter.Editor: the stream's next frame, or its final one.
+func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
+	sid, req := splitID(id)
+	if req == "" {
+		if !m.Final {
+			return nil
+		}
+		return t.proactive(ctx, sid, m)
+	}
+	return t.streamed(ctx, sid, req, m)
+}
+
+// streamed sends a stream frame of m replying to req: a preview of the text so far, or the
+// final (its first part finishing the stream; further parts and files proactive). A stream past
+// its 6 minutes shows no more previews and its final goes proactive.
+func (t *Target) streamed(ctx context.Context, sid, req string, m adapter.Message) error {
+	if t.cli.streamAge(sid) > streamLife-10*time.Second {
+		if !m.Final {
+			return nil
+		}
+		return t.proactive(ctx, sid+"_late", m)
+	}
+	if !m.Final {
+		err := t.frame(ctx, sid, req, preview(m.Text), false)
+		if codeOf(err) == errStreamExpired || codeOf(err) == errBadReqID {
+			return nil // the rest shows at the final
+		}
+		return err
+	}
+	parts := split(m.Text)
+	err := t.frame(ctx, sid, req, parts[0], true)
+	if c := codeOf(err); c == errStreamExpired || c == errBadReqID {
+		t.a.Logger.Info("wecom_stream_over", "bot_id", t.cfg.botID, "errcode", c)
+		return t.proactive(ctx, sid+"_late", m)
+	}
+	if err != nil {
+		return err
+	}
+	return t.pushRest(ctx, sid, parts[1:], m.Files)
+}
+
+// frame sends one stream frame: aibot_respond_msg with req and the stream's whole content.
+func (t *Target) frame(ctx context.Context, sid, req, text string, finish bool) error {
+	if err := t.cli.spend(t.cfg.conversation(), finish); err != nil {
+		return err
+	}
+	body := map[string]any{"msgtype": "stream", "stream": map[string]any{"id": sid, "finish": finish, "content": render(text)}}
+	_, err := t.cli.request(ctx, cmdRespond, req, body)
+	return err
+}
+
+// proactive sends m as aibot_send_msg markdown messages (split), then its files; the first
+// message's req_id is base, the others base_<n>.
+func (t *Target) proactive(ctx context.Context, base string, m adapter.Message) error {
+	parts := split(m.Text)
+	if strings.TrimSpace(m.Text) == "" {
+		parts = nil
+	}
+	if len(parts) > 0 {
+		if err := t.push(ctx, base, parts[0]); err != nil {
+			return err
+		}
+		return t.pushRest(ctx, base, parts[1:], m.Files)
+	}
+	return t.pushRest(ctx, base, nil, m.Files)
+}
+
+// pushRest sends a message's further parts and its files as proactive messages.
+func (t *Target) pushRest(ctx context.Context, base string, parts []string, files []adapter.File) error {
+	for i, p := range parts {
+		if err := t.push(ctx, base+"_"+strconv.Itoa(i+1), p); err != nil {
+			return err
+		}
+	}
+	for i, f := range files {
+		if err := t.sendFile(ctx, base+"_f"+strconv.Itoa(i), f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// push sends one proactive markdown message.
+func (t *Target) push(ctx context.Context, reqID, text string) error {
+	return t.send(ctx, reqID, map[string]any{"chatid": t.cfg.conversation(), "msgtype": "markdown", "markdown": map[string]any{"content": render(text)}})
+}
+
+// send is one aibot_send_msg within the conversation's budget.
+func (t *Target) send(ctx context.Context, reqID string, body map[string]any) error {
+	if err := t.cli.spend(t.cfg.conversation(), true); err != nil {
+		return err
+	}
+	_, err := t.cli.request(ctx, cmdSend, reqID, body)
+	return err
+}
+
+// errNoFiles: a final with files, and no file source to read them from.
+var errNoFiles = errors.New("wecom: no file source")
