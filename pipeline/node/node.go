@@ -28,6 +28,7 @@ import (
 
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/discord"
 	"github.com/ximd/ximd/handlers/adapter/download"
 	"github.com/ximd/ximd/handlers/adapter/feishu"
 	"github.com/ximd/ximd/handlers/adapter/matrix"
@@ -318,7 +319,8 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 		matrix.New(matrix.Options{Common: common(matrix.Name)}),
 		telegram.New(telegram.Options{Common: common(telegram.Name), PublicURL: n.cfg.PublicURL}),
 		feishu.New(feishu.Options{Common: common(feishu.Name)}),
-		slack.New(slack.Options{Common: common(slack.Name)})), nil
+		slack.New(slack.Options{Common: common(slack.Name)}),
+		discord.New(discord.Options{Common: common(discord.Name)})), nil
 }
 
 // renderFallbacks is ximd_render_fallbacks_total, the adapters' adapter.RenderFallbacks.
