@@ -105,6 +105,8 @@ type Server struct {
 	last     uint64
 	conns    map[*conn]bool
 	calls    []Call
+	revoked  map[string]bool // tokens the gateway refuses (close code 4004)
+	dials    int
 
 	// NonceWindow is how long a nonce is remembered (default 5 minutes).
 	NonceWindow time.Duration
@@ -309,6 +311,19 @@ func (s *Server) Typing(channelID string) bool {
 	at, ok := s.typing[channelID]
 	return ok && time.Since(at) < s.TypingFor
 }
+
+// RevokeGateway makes the gateway refuse token with close code 4004 (the REST API keeps it).
+func (s *Server) RevokeGateway(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revoked == nil {
+		s.revoked = map[string]bool{}
+	}
+	s.revoked[token] = true
+}
+
+// GatewayDials is the number of gateway connections made so far.
+func (s *Server) GatewayDials() int { s.mu.Lock(); defer s.mu.Unlock(); return s.dials }
 
 // Disconnect closes every gateway connection (a network cut; the client reconnects).
 func (s *Server) Disconnect() {
@@ -781,6 +796,9 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ws.Close()
+	s.mu.Lock()
+	s.dials++
+	s.mu.Unlock()
 	c := &conn{ws: ws}
 	c.send(map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": 41250}, "s": nil, "t": nil})
 	for {
@@ -804,8 +822,9 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 			}
 			_ = json.Unmarshal(f.D, &id)
 			s.mu.Lock()
-			bot := s.tokens[strings.TrimPrefix(id.Token, "Bot ")]
-			if bot == nil {
+			tok := strings.TrimPrefix(id.Token, "Bot ")
+			bot := s.tokens[tok]
+			if bot == nil || s.revoked[tok] {
 				s.mu.Unlock()
 				c.wmu.Lock()
 				_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(4004, "Authentication failed."))
