@@ -29,6 +29,7 @@ import (
 	"github.com/ximd/ximd/handlers"
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/handlers/adapter/dingtalk"
+	"github.com/ximd/ximd/handlers/adapter/discord"
 	"github.com/ximd/ximd/handlers/adapter/download"
 	"github.com/ximd/ximd/handlers/adapter/feishu"
 	"github.com/ximd/ximd/handlers/adapter/matrix"
@@ -322,7 +323,8 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 		feishu.New(feishu.Options{Common: common(feishu.Name)}),
 		slack.New(slack.Options{Common: common(slack.Name)}),
 		dingtalk.New(dingtalk.Options{Common: common(dingtalk.Name)}),
-		wecom.New(wecom.Options{Common: common(wecom.Name)})), nil
+		wecom.New(wecom.Options{Common: common(wecom.Name)}),
+		discord.New(discord.Options{Common: common(discord.Name)})), nil
 }
 
 // renderFallbacks is ximd_render_fallbacks_total, the adapters' adapter.RenderFallbacks.

@@ -46,17 +46,36 @@ func (d *Doc) Feishu(tables int) string {
 	return strings.TrimRight(w.b.String(), "\n")
 }
 
-// mdWriter writes a Doc as Markdown again, for Slack (slack) or Feishu.
+// Discord is the content of a Discord message (https://support.discord.com/hc/en-us/articles/210298617:
+// Discord renders Markdown itself: headings #, ## and ###, emphasis, ~~, ||spoilers||, code
+// spans and blocks, lists, quotes and masked links). The agent's Markdown is written again from
+// the parse, with what Discord lacks converted:
+//   - headings of level 4 to 6 (shown by Discord as their "#" source) as bold lines;
+//   - tables as a code block of aligned text;
+//   - links only to http and https URLs (a mailto link as its text and address); images as
+//     links; task list boxes as ☐ and ☑; a hard line break as a line break;
+//   - raw HTML and every "<" or ">" of the text as text, backslash-escaped (Discord shows no
+//     HTML and decodes no references, and "<@id>", "<#id>" or "<t:…>" would show as a mention,
+//     a channel or a time).
+func (d *Doc) Discord() string {
+	w := &mdWriter{d: d, slack: true, discord: true}
+	w.blocks(d.root)
+	return strings.TrimRight(w.b.String(), "\n")
+}
+
+// mdWriter writes a Doc as Markdown again, for Slack (slack), Discord (slack and discord) or
+// Feishu.
 type mdWriter struct {
-	d      *Doc
-	slack  bool
-	tables int // tables still written as tables (Feishu)
-	b      bytes.Buffer
-	inLink bool
+	d       *Doc
+	slack   bool
+	discord bool
+	tables  int // tables still written as tables (Feishu)
+	b       bytes.Buffer
+	inLink  bool
 }
 
 func (w *mdWriter) sub() *mdWriter {
-	return &mdWriter{d: w.d, slack: w.slack, tables: w.tables}
+	return &mdWriter{d: w.d, slack: w.slack, discord: w.discord, tables: w.tables}
 }
 
 // blocks writes the child blocks of n, a blank line after each.
@@ -72,6 +91,13 @@ func (w *mdWriter) block(n ast.Node) {
 		w.inlines(n)
 		w.end()
 	case *ast.Heading:
+		if w.discord && n.Level > 3 { // Discord draws three levels
+			w.b.WriteString("**")
+			w.inlines(n)
+			w.b.WriteString("**")
+			w.end()
+			return
+		}
 		w.b.WriteString(strings.Repeat("#", n.Level) + " ")
 		w.inlines(n)
 		w.end()
@@ -201,6 +227,8 @@ func (w *mdWriter) inline(n ast.Node) {
 	case *ast.Text:
 		w.text(n.Segment.Value(w.d.src))
 		switch {
+		case n.HardLineBreak() && w.discord:
+			w.b.WriteString("\n") // every line break of a Discord message shows
 		case n.HardLineBreak() && w.slack:
 			w.b.WriteString("  \n")
 		case n.HardLineBreak():
@@ -249,7 +277,7 @@ func (w *mdWriter) inline(n ast.Node) {
 // mail address Feishu cannot link, the address after it).
 func (w *mdWriter) link(dest string, body func()) {
 	mail := strings.HasPrefix(strings.ToLower(dest), "mailto:")
-	if w.inLink || !SafeURL(dest) || mail && !w.slack {
+	if w.inLink || !SafeURL(dest) || mail && (!w.slack || w.discord) {
 		start := w.b.Len()
 		body()
 		if addr := dest[min(len(dest), len("mailto:")):]; mail && !w.inLink && SafeURL(dest) && !strings.Contains(w.b.String()[start:], w.escape(addr, false)) {
@@ -290,6 +318,10 @@ func (w *mdWriter) text(v []byte) {
 // backslash before Markdown punctuation; Feishu's numeric references for both.
 func (w *mdWriter) ref(c byte) string {
 	switch {
+	case w.discord && c == '&':
+		return "&" // Discord decodes no references
+	case w.discord && strings.IndexByte("<>\\`*_[]~|#+-=.)!", c) >= 0:
+		return "\\" + string(c)
 	case w.slack && c == '<':
 		return "&lt;"
 	case w.slack && c == '>':
