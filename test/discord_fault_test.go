@@ -1,0 +1,175 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ximd/ximd/handlers/adapter/discord/discordtest"
+	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/test/faultkit"
+)
+
+// Edge-api §7.2.5 under kill -9: an all-in-one ximd (embedded NATS, persistent data dir) bound to
+// a guild channel of the Discord fake is killed every 0.3–1.5 s and restarted while a person
+// writes messages (every fourth with a file, and one more each time while ximd is down) and
+// xAgent answers with streamed answers, each retransmitted until acked. Every person's message
+// reaches xAgent under its one message_id (the gateway replays nothing; the catch-up after each
+// connect reads from the last id seen, kept in JetStream), a file's bytes in the file store; no
+// answer is shown twice, none is lost, no streamed preview is left behind beside its answer, and
+// none is answered delivery_outcome_unknown: the whole run is inside Discord's nonce window, where
+// a send repeated after a kill is the message already made.
+// XIMD_DISCORD_FAULT_CYCLES (default 5) makes the run longer.
+func TestFault_DiscordKillNineMessagesOnceAnswersNeverTwice(t *testing.T) {
+	skipFaults(t)
+	cycles := faultkit.Env(t, "XIMD_DISCORD_FAULT_CYCLES", 5)
+	fake := discordtest.New()
+	t.Cleanup(fake.Close)
+	fake.SetLimits(discordtest.Limits{Messages: 100000, Typing: 100000, Window: time.Second})
+	bot := fake.AddBot("MTA.fault-discord-secret", "fault_bot")
+	alice := fake.AddUser("Alice")
+	ch := fake.AddChannel("g1", bot, alice)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x := startAllInOne(t, ctx, "discord")
+	n := x.node
+	if status, body, err := openDiscord(n, "dc", discordConfig(fake, bot, ch, map[string]any{"first_preview_words": 0})); err != nil || status != 200 {
+		t.Fatalf("PUT discord channel: %d %s %v", status, body, err)
+	}
+
+	var mu sync.Mutex
+	posted := map[string][]byte{} // message_id -> its file's bytes (nil: text only)
+	post := func(i int, what string) {
+		text := fmt.Sprintf("%s %d", what, i)
+		var id string
+		var data []byte
+		if i%4 == 0 {
+			data = []byte(fmt.Sprintf("file %d %s", i, bytes.Repeat([]byte{byte(i)}, 512)))
+			id = fake.PostFile(ch, alice, text, fmt.Sprintf("f%d.bin", i), data)
+		} else {
+			id = fake.Post(ch, alice, text)
+		}
+		mu.Lock()
+		posted[id] = data
+		mu.Unlock()
+	}
+
+	var faults, whileDown atomic.Int64
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for c := 0; c < cycles && ctx.Err() == nil; c++ {
+			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
+			if err := x.Kill(); err != nil {
+				t.Error(err)
+				return
+			}
+			faults.Add(1)
+			post(100000+c, "written while ximd was down") // only the catch-up can bring it
+			whileDown.Add(1)
+			if err := x.Restart(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+
+	// The person writes as long as the kills go on.
+	writing := make(chan struct{})
+	go func() {
+		defer close(writing)
+		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+			post(i, "message")
+			time.Sleep(time.Duration(30+rand.IntN(100)) * time.Millisecond)
+		}
+	}()
+
+	ag := x.agent(t)
+	ag.messages = map[string]profile.Message{}
+	defer ag.close()
+	acks := map[string]string{}
+	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+		text := fmt.Sprintf("answer %d: streamed, then final", i)
+		acks[text] = ag.answer(ctx, "dc", fmt.Sprintf("m_%03d", i), text, true)
+	}
+	<-killed
+	<-writing
+	mu.Lock()
+	want := map[string]bool{}
+	for mid := range posted {
+		want[mid] = true
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ag.heardAll(want) && time.Now().Before(deadline) {
+		ag.listen(ctx, time.Second)
+	}
+	lost, strange, again := 0, 0, 0
+	for mid := range want {
+		if ag.heard[mid] == 0 {
+			lost++
+		}
+	}
+	for mid, k := range ag.heard {
+		if !want[mid] {
+			strange++
+		}
+		if k > 1 {
+			again++ // delivered again under the same message_id (an ack a kill cut off): xAgent dedupes it
+		}
+	}
+	shown := map[string]int{}
+	leftovers := 0
+	for _, m := range fake.Messages(ch) {
+		if m.Author.ID != bot.ID {
+			continue
+		}
+		if _, ok := acks[m.Content]; !ok {
+			leftovers++ // a preview never settled to its answer
+		}
+		shown[m.Content]++
+	}
+	var twice, missing []string
+	unknown, duplicate := 0, 0
+	for text, status := range acks {
+		if status == profile.AckDuplicate {
+			duplicate++ // acked once before a kill cut the answer off
+		}
+		switch {
+		case shown[text] > 1:
+			twice = append(twice, text)
+		case status == profile.CodeDeliveryOutcomeUnknown:
+			unknown++
+		case shown[text] == 0:
+			missing = append(missing, text)
+		}
+	}
+	t.Logf("summary: test=DiscordKillNine cycles=%d faults=%d messages=%d while_down=%d messages_lost=%d messages_strange=%d redelivered=%d answers=%d acked_duplicate=%d outcome_unknown=%d shown_twice=%d missing=%d leftovers=%d reconnects=%d",
+		cycles, faults.Load(), len(want), whileDown.Load(), lost, strange, again, len(acks), duplicate, unknown, len(twice), len(missing), leftovers, ag.reconnects)
+	if lost > 0 || strange > 0 || len(twice) > 0 || len(missing) > 0 || unknown > 0 || leftovers > 0 {
+		t.Fatalf("messages lost %d, strange %d; answers twice %v, missing %v, in doubt %d, previews left %d\n%s",
+			lost, strange, twice, missing, unknown, leftovers, x.LogTail(40))
+	}
+	// Each file's bytes are in the file store under the message that carried it.
+	for mid, data := range posted {
+		m := ag.messages[mid]
+		if data == nil {
+			if len(m.Files) != 0 {
+				t.Fatalf("text message %s carries %d files", mid, len(m.Files))
+			}
+			continue
+		}
+		if len(m.Files) != 1 {
+			t.Fatalf("file message %s carries %d files", mid, len(m.Files))
+		}
+		if status, got, err := n.Do("GET", m.Files[0].DownloadURL, nil); err != nil || status != 200 || !bytes.Equal(got, data) {
+			t.Fatalf("file %s in the file store: %d, %d bytes, %v", mid, status, len(got), err)
+		}
+	}
+}
