@@ -107,7 +107,7 @@ type Server struct {
 	faults   fakekit.Faults[fault]
 	hangs    fakekit.Hangs // by path prefix
 	holding  int           // calls applied whose answer is held now
-	qps      int // card streaming calls per second per app (0: unlimited)
+	qps      int           // card streaming calls per second per app (0: unlimited)
 	window   map[string][]time.Time
 	tickets  map[string]ticket
 	conns    map[string]*conn // by ClientID: the newest
