@@ -105,7 +105,9 @@ type Server struct {
 	files    map[string]media // downloadCode -> file
 	calls    fakekit.Calls[Call]
 	faults   fakekit.Faults[fault]
-	qps      int // card streaming calls per second per app (0: unlimited)
+	hangs    fakekit.Hangs // by path prefix
+	holding  int           // calls applied whose answer is held now
+	qps      int           // card streaming calls per second per app (0: unlimited)
 	window   map[string][]time.Time
 	tickets  map[string]ticket
 	conns    map[string]*conn // by ClientID: the newest
@@ -148,11 +150,40 @@ func New() *Server {
 	mux.HandleFunc("POST /v1.0/gateway/connections/open", s.openConnection)
 	mux.HandleFunc("GET /connect", s.connect)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		s.mu.Lock()
+		hang := s.hangs.OfPrefix(r.URL.Path)
+		s.mu.Unlock()
+		if hang <= 0 || r.URL.Path == "/connect" {
+			rec := &statusRecorder{ResponseWriter: w, status: 200}
+			mux.ServeHTTP(rec, r)
+			s.mu.Lock()
+			s.calls.Add(Call{Method: r.Method, Path: r.URL.Path, Status: rec.status, At: s.clock.Now()})
+			s.mu.Unlock()
+			return
+		}
+		// Applied now, answered after the hold (or never, when the caller is gone first).
+		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, r)
 		s.mu.Lock()
-		s.calls.Add(Call{Method: r.Method, Path: r.URL.Path, Status: rec.status, At: s.clock.Now()})
+		s.holding++
 		s.mu.Unlock()
+		s.life.Sleep(r.Context(), hang)
+		s.mu.Lock()
+		s.holding--
+		status := rec.Code
+		if r.Context().Err() != nil {
+			status = 0
+		}
+		s.calls.Add(Call{Method: r.Method, Path: r.URL.Path, Status: status, At: s.clock.Now()})
+		s.mu.Unlock()
+		if status == 0 {
+			return
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
 	}))
 	s.life = fakekit.NewLifecycle(ts)
 	return s
@@ -249,7 +280,23 @@ func (s *Server) FailNext(path string, n, status int, code string) {
 	s.mu.Unlock()
 }
 
-// Calls are the calls answered so far.
+// Hang makes the calls whose path starts with prefix (e.g. "/v1.0/card/") hold their answer
+// for d after they were applied, or until the caller gives up or the fake closes: an
+// applied-but-unanswered call for in-doubt tests. d = 0 stops it; calls held go on waiting.
+func (s *Server) Hang(prefix string, d time.Duration) {
+	s.mu.Lock()
+	s.hangs.Set(prefix, d)
+	s.mu.Unlock()
+}
+
+// Holding counts the calls applied whose answer is held now.
+func (s *Server) Holding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding
+}
+
+// Calls are the calls answered so far (a held call whose caller left is Status 0).
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
