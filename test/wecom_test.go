@@ -24,8 +24,8 @@ func openWeCom(n *testkit.Node, channel string, cfg map[string]any) (int, []byte
 
 // The WeCom adapter end to end (edge-api §7.2.7) through /v1/ws against the fake long
 // connection: a wrong secret is 422; a person's message comes in once however often WeCom calls
-// it back; the streamed answer to it is one bubble ending finish: true, within the
-// conversation's budget; a 30,000-byte final is split within 20,480 bytes a message; a person's
+// it back; the status while xAgent thinks is a <think></think> frame replying to it, and the
+// streamed answer is that one bubble ending finish: true, within the conversation's budget; a 30,000-byte final is split within 20,480 bytes a message; a person's
 // encrypted file comes in decrypted.
 func TestWeCom_EndToEnd(t *testing.T) {
 	e := newEnv(t, envOptions{})
@@ -53,7 +53,14 @@ func TestWeCom_EndToEnd(t *testing.T) {
 	ackUser(t, e.agent, uenv, map[string]any{"message_id": um.MessageID, "status": "accepted"})
 	fake.Again(bot, msgid)
 
-	// The streamed answer: one bubble replying to the message, finished with the final text.
+	// The status while xAgent thinks: a <think></think> frame replying to the message.
+	e.sendTo("wc", profile.TypeActivity, map[string]any{"status": "thinking"})
+	poll(t, "the thinking frame shown", func() bool {
+		seen := fake.Messages(bot, conv)
+		return len(seen) == 1 && seen[0].Text == "<think></think>" && !seen[0].Finished
+	})
+
+	// The streamed answer: the same bubble, finished with the final text.
 	words := strings.Fields("It is sunny in Shenzhen today, with a light breeze from the sea and no rain expected.")
 	for i, w := range words {
 		e.sendTo("wc", profile.TypeDelta, delta("m_stream", i+1, w+" "))

@@ -42,6 +42,9 @@ type Timing struct {
 	// MaxBackoff bounds the wait between reconnections (1 s doubling). Default 30 s; a
 	// connection taken over by another subscribe waits this long before taking it back.
 	MaxBackoff time.Duration
+	// ThinkGrace is how long a thinking frame's bubble waits, once the status is cleared, for
+	// the answer to take it over before it is finished. Default 3 s.
+	ThinkGrace time.Duration
 }
 
 func (t Timing) defaults() Timing {
@@ -49,6 +52,7 @@ func (t Timing) defaults() Timing {
 	t.Answer = adapter.OrDefault(t.Answer, 5*time.Second)
 	t.Connect = adapter.OrDefault(t.Connect, 10*time.Second)
 	t.MaxBackoff = adapter.OrDefault(t.MaxBackoff, 30*time.Second)
+	t.ThinkGrace = adapter.OrDefault(t.ThinkGrace, 3*time.Second)
 	return t
 }
 
@@ -140,6 +144,10 @@ type reply struct {
 	reqID string
 	at    time.Time
 	by    string // the stream id of the answer that took it ("": none yet)
+	// think is the stream id of the thinking frame shown on it ("": none): the answer that
+	// takes the reply streams into that bubble.
+	think string
+	idle  *time.Timer // finishes the thinking bubble no answer took (ThinkGrace after idle)
 }
 
 // client is one robot's long connection, shared by the robot's channels, bots and poll loop: one
@@ -384,6 +392,12 @@ func (c *client) connected(ctx context.Context, cmd string) (*websocket.Conn, ch
 // each after the previous one's answer. A non-zero errcode is a *refusal mapped to its ack code;
 // no answer within Answer, or the connection lost before it, is ambiguous.
 func (c *client) request(ctx context.Context, cmd, reqID string, body any) (json.RawMessage, error) {
+	defer c.lockReq(reqID)()
+	return c.requestLocked(ctx, cmd, reqID, body)
+}
+
+// lockReq waits for the commands of reqID before it (request's order) and returns the unlock.
+func (c *client) lockReq(reqID string) (unlock func()) {
 	c.mu.Lock()
 	o, ok := c.order[reqID]
 	if !ok {
@@ -395,7 +409,11 @@ func (c *client) request(ctx context.Context, cmd, reqID string, body any) (json
 	}
 	c.mu.Unlock()
 	o.Lock()
-	defer o.Unlock()
+	return o.Unlock
+}
+
+// requestLocked is request with reqID's order already held (lockReq).
+func (c *client) requestLocked(ctx context.Context, cmd, reqID string, body any) (json.RawMessage, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, profile.Errorf(profile.CodeTargetDeliveryFailed, "wecom %s: %v", cmd, err)
@@ -475,17 +493,25 @@ func (c *client) spend(conv string, final bool) error {
 	return nil
 }
 
-// takeReply is the req_id an answer (stream id sid) replies with in conv: the person's latest
-// message there within 24 hours that no other answer took. ok is false when there is none.
-func (c *client) takeReply(conv, sid string) (string, bool) {
+// takeReply is the req_id an answer (stream id sid) replies with in conv, and the stream id it
+// streams with: the person's latest message there within 24 hours that no other answer took, and
+// the bubble a thinking frame opened on it (else sid). ok is false when there is none.
+func (c *client) takeReply(conv, sid string) (stream, reqID string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.replies[conv]
 	if r == nil || time.Since(r.at) > replyWindow || (r.by != "" && r.by != sid) {
-		return "", false
+		return "", "", false
 	}
 	r.by = sid
-	return r.reqID, true
+	if r.idle != nil {
+		r.idle.Stop()
+		r.idle = nil
+	}
+	if r.think != "" {
+		return r.think, r.reqID, true
+	}
+	return sid, r.reqID, true
 }
 
 // replyWindow: a callback's req_id takes replies for 24 hours (W-LC).

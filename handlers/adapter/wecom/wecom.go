@@ -22,6 +22,9 @@
 // image messages. In doubt, a streamed answer is settled by its stream id (a frame with the same
 // id updates the one bubble); a proactive message has no key: delivery_outcome_unknown.
 //
+// Activity (activity.go): a <think></think> stream frame replying to the person's latest
+// message while xAgent thinks; the answer streams into the same bubble.
+//
 // In: the same connection's aibot_msg_callback frames (a Poller keyed by the robot: one loop,
 // one connection per robot, serving its channels and bots); WeCom asks no acknowledgement of a
 // callback. The message_id is derived from msgid, so a callback WeCom makes again is a
@@ -111,10 +114,12 @@ type Target struct {
 
 // Capabilities implements adapter.Target.
 func (t *Target) Capabilities() adapter.Capabilities {
-	c := adapter.Capabilities{Streaming: adapter.StreamingEdit, Activity: adapter.ActivityNone, Reply: adapter.ReplyNone,
+	c := adapter.Capabilities{Streaming: adapter.StreamingEdit, Activity: adapter.ActivityStatus, Reply: adapter.ReplyNone,
 		InDoubt: adapter.InDoubtEdit, MaxTextLength: MaxContentBytes, MinEditInterval: FrameInterval, FirstPreviewWords: t.cfg.firstWords}
 	if t.cfg.streaming == adapter.StreamingNone {
-		c.Streaming, c.InDoubt, c.MinEditInterval = adapter.StreamingNone, adapter.InDoubtUnknown, 0
+		// No stream bubbles: no thinking bubble either (it would stay behind, empty, above
+		// every proactive answer).
+		c.Streaming, c.InDoubt, c.MinEditInterval, c.Activity = adapter.StreamingNone, adapter.InDoubtUnknown, 0, adapter.ActivityNone
 	}
 	return c
 }
@@ -142,9 +147,8 @@ func splitID(id string) (sid, reqID string) {
 func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 	sid := streamID(m.IdempotencyKey)
 	if t.cfg.streaming == StreamingStream {
-		if req, ok := t.cli.takeReply(t.cfg.conversation(), sid); ok {
-			id := sid + "@" + req
-			return id, t.streamed(ctx, sid, req, m)
+		if stream, req, ok := t.cli.takeReply(t.cfg.conversation(), sid); ok {
+			return stream + "@" + req, t.streamed(ctx, stream, req, m)
 		}
 		if !m.Final {
 			return sid + "@", nil // nothing to reply to: the final goes proactive
