@@ -52,37 +52,25 @@ func TestFault_DingTalkKillNineCardsOnceNoneLost(t *testing.T) {
 		mu.Unlock()
 	}
 
-	var faults, inDoubt atomic.Int64
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		for c := 0; c < cycles && ctx.Err() == nil; c++ {
-			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
-			if c%3 == 2 {
-				// DingTalk applies the next card call and holds its answer: the kill falls between
-				// the intent and its outcome.
-				fake.Hang("/v1.0/card/", time.Minute)
-				if faultkit.Poll(5*time.Second, func() bool { return fake.Holding() > 0 }) {
-					inDoubt.Add(1)
-				}
-			}
-			if err := x.Kill(); err != nil {
-				t.Error(err)
-				return
-			}
-			fake.Hang("/v1.0/card/", 0)
-			faults.Add(1)
-			// The person writes while ximd is down.
-			write(fmt.Sprintf("written while down %d", c))
-			mu.Lock()
-			whileDown++
-			mu.Unlock()
-			if err := x.Restart(ctx); err != nil {
-				t.Error(err)
-				return
+	var inDoubt atomic.Int64
+	killed, faults := x.killLoop(t, ctx, cycles, func(c int) {
+		if c%3 == 2 {
+			// DingTalk applies the next card call and holds its answer: the kill falls between
+			// the intent and its outcome.
+			fake.Hang("/v1.0/card/", time.Minute)
+			if faultkit.Poll(5*time.Second, func() bool { return fake.Holding() > 0 }) {
+				inDoubt.Add(1)
 			}
 		}
-	}()
+	}, func(c int) bool {
+		fake.Hang("/v1.0/card/", 0)
+		// The person writes while ximd is down.
+		write(fmt.Sprintf("written while down %d", c))
+		mu.Lock()
+		whileDown++
+		mu.Unlock()
+		return true
+	})
 
 	// The person writes as long as the kills go on.
 	posted := make(chan struct{})

@@ -60,25 +60,12 @@ func TestFault_DiscordKillNineMessagesOnceAnswersNeverTwice(t *testing.T) {
 		mu.Unlock()
 	}
 
-	var faults, whileDown atomic.Int64
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		for c := 0; c < cycles && ctx.Err() == nil; c++ {
-			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
-			if err := x.Kill(); err != nil {
-				t.Error(err)
-				return
-			}
-			faults.Add(1)
-			post(100000+c, "written while ximd was down") // only the catch-up can bring it
-			whileDown.Add(1)
-			if err := x.Restart(ctx); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	var whileDown atomic.Int64
+	killed, faults := x.killLoop(t, ctx, cycles, nil, func(c int) bool {
+		post(100000+c, "written while ximd was down") // only the catch-up can bring it
+		whileDown.Add(1)
+		return true
+	})
 
 	// The person writes as long as the kills go on.
 	writing := make(chan struct{})

@@ -222,6 +222,37 @@ type allInOne struct {
 	dir  string
 }
 
+// killLoop kills the process with kill -9 and restarts it, cycles times, 0.3–1.5s apart, in a
+// goroutine of its own, until ctx ends: before is called just before each kill, down while the
+// process is down (either may be nil; down returning false ends the loop, its error reported).
+// It returns a channel closed when the loop ended and the count of kills made.
+func (x *allInOne) killLoop(t *testing.T, ctx context.Context, cycles int, before func(c int), down func(c int) bool) (<-chan struct{}, *atomic.Int64) {
+	done := make(chan struct{})
+	var faults atomic.Int64
+	go func() {
+		defer close(done)
+		for c := 0; c < cycles && ctx.Err() == nil; c++ {
+			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
+			if before != nil {
+				before(c)
+			}
+			if err := x.Kill(); err != nil {
+				t.Error(err)
+				return
+			}
+			faults.Add(1)
+			if down != nil && !down(c) {
+				return
+			}
+			if err := x.Restart(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	return done, &faults
+}
+
 // startAllInOne starts an all-in-one ximd with the fault suite's settings and env.
 func startAllInOne(t *testing.T, ctx context.Context, name string, env ...string) *allInOne {
 	t.Helper()

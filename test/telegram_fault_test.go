@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,23 +42,7 @@ func TestTelegram_KillNineUserPhotosOnceAnswersNeverTwice(t *testing.T) {
 		t.Fatalf("PUT telegram channel: %d %s %v", status, body, err)
 	}
 
-	var faults atomic.Int64
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		for c := 0; c < cycles && ctx.Err() == nil; c++ {
-			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
-			if err := x.Kill(); err != nil {
-				t.Error(err)
-				return
-			}
-			faults.Add(1)
-			if err := x.Restart(ctx); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	killed, faults := x.killLoop(t, ctx, cycles, nil, nil)
 
 	// The person sends photos as long as the kills go on.
 	var mu sync.Mutex

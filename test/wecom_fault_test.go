@@ -60,30 +60,16 @@ func TestFault_WeComKillNineAnswersNeverTwiceDownMessagesOnce(t *testing.T) {
 		mu.Unlock()
 	}
 
-	var faults atomic.Int64
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		for c := 0; c < cycles && ctx.Err() == nil; c++ {
-			time.Sleep(time.Duration(300+rand.IntN(1200)) * time.Millisecond)
-			if err := x.Kill(); err != nil {
-				t.Error(err)
-				return
-			}
-			faults.Add(1)
-			if !faultkit.Poll(10*time.Second, func() bool { return !fake.Connected(bot) }) {
-				t.Error("the fake still sees the killed process's connection")
-				return
-			}
-			for k := 0; k < 3; k++ {
-				say(down)
-			}
-			if err := x.Restart(ctx); err != nil {
-				t.Error(err)
-				return
-			}
+	killed, faults := x.killLoop(t, ctx, cycles, nil, func(int) bool {
+		if !faultkit.Poll(10*time.Second, func() bool { return !fake.Connected(bot) }) {
+			t.Error("the fake still sees the killed process's connection")
+			return false
 		}
-	}()
+		for k := 0; k < 3; k++ {
+			say(down)
+		}
+		return true
+	})
 
 	// The people write as long as the kills go on.
 	posted := make(chan struct{})
