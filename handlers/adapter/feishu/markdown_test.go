@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/feishu"
 	"github.com/ximd/ximd/handlers/adapter/feishu/feishutest"
 	"github.com/ximd/ximd/handlers/adapter/markdown"
@@ -24,19 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs:\n got %s\nwant %s", name, got, want)
-	}
+	adaptertest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // indentJSON is the JSON text raw indented, its <, > and & as written.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/markdown"
 )
 
@@ -19,19 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // golden compares got with testdata/name (rewritten with -update).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from what the adapter makes now (go test -run %s -update, then read the diff):\n%s", path, t.Name(), got)
-	}
+	adaptertest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func sample(t *testing.T) string {
