@@ -374,11 +374,20 @@ func (g *faultAgent) conn(ctx context.Context) *testkit.Agent {
 }
 
 // answer delivers one answer, streamed or direct, until it is acked; it returns the ack's
-// status, or its code when refused for good.
+// status, or its code when refused for good. A retryable refusal (an error packet, a rejected
+// ack) is retried after a pause growing to 1 s, for as long as a platform's rate-limit window
+// and ximd's target retry budget may hold it (answerPatience).
 func (g *faultAgent) answer(ctx context.Context, channel, messageID, text string, stream bool) string {
+	deadline := time.Now().Add(answerPatience)
+	pause := 100 * time.Millisecond
+	last := "nothing sent"
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		if attempt > 200 {
-			g.t.Fatalf("%s: no ack after 200 attempts", messageID)
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s: no ack in %s (%d attempts, the last: %s)", messageID, answerPatience, attempt, last)
+		}
+		if attempt > 0 && last != "no reply" {
+			time.Sleep(pause)
+			pause = min(2*pause, time.Second)
 		}
 		a := g.conn(ctx)
 		if stream && attempt == 0 {
@@ -391,16 +400,19 @@ func (g *faultAgent) answer(ctx context.Context, channel, messageID, text string
 		}
 		pid, err := a.Send(ctx, channel, profile.TypeMessage, msg(messageID, text))
 		if err != nil {
+			last = "send: " + err.Error()
 			continue
 		}
 		env, err := g.replyOf(a, pid, 5*time.Second)
 		if err != nil {
+			last = "no reply"
 			g.close() // the reply may never come on this connection: retransmit on a new one
 			continue
 		}
 		ack, err := testkit.AckOf(env)
 		if err != nil {
 			if e, eerr := testkit.ErrorOf(env); eerr == nil && e.Retryable {
+				last = "error " + e.Code
 				continue
 			}
 			g.t.Fatalf("%s: %s %s", messageID, env.Type, env.Payload)
@@ -415,13 +427,17 @@ func (g *faultAgent) answer(ctx context.Context, channel, messageID, text string
 		case ack.Code == profile.CodeDeliveryOutcomeUnknown:
 			return ack.Code
 		case retryable(ack):
-			time.Sleep(100 * time.Millisecond)
+			last = "rejected " + ack.Code + ": " + ack.Message
 		default:
 			g.t.Fatalf("%s: ack %+v", messageID, ack)
 		}
 	}
 	return ""
 }
+
+// answerPatience bounds one answer's retries: past a platform's minute-long rate-limit window
+// and ximd's 2-minute target retry budget (XIM_TARGET_RETRY_BUDGET's default).
+const answerPatience = 3 * time.Minute
 
 // replyOf waits for the reply to pid, acking the user messages that come meanwhile.
 func (g *faultAgent) replyOf(a *testkit.Agent, pid string, timeout time.Duration) (profile.Envelope, error) {

@@ -16,7 +16,7 @@ import (
 )
 
 // Edge-api §7.2.7 under kill -9: an all-in-one ximd (embedded NATS, persistent data dir) bound to
-// three people's single chats with one robot of the long-connection fake is killed every
+// six people's single chats with one robot of the long-connection fake is killed every
 // 0.3–1.5 s and restarted while the people write and xAgent answers with streamed answers, each
 // retransmitted until acked. No answer is shown twice, and every answer acked accepted or
 // duplicate is shown (a direct final whose send a kill interrupted may be answered
@@ -34,7 +34,7 @@ func TestFault_WeComKillNineAnswersNeverTwiceDownMessagesOnce(t *testing.T) {
 	fake := wecomtest.New()
 	t.Cleanup(fake.Close)
 	bot := fake.AddBot("Helper")
-	people := []string{"alice", "bob", "carol"}
+	people := []string{"alice", "bob", "carol", "dave", "erin", "frank"}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
