@@ -12,4 +12,5 @@
 //	xim.ctl.stats                        scatter request answered by every worker (core NATS)
 //	xim.ctl.clear.<instance>.<channel>   clear a channel's status on the activity stage's worker (core NATS)
 //	xim.ctl.finished.<instance>.<channel> a message is final: drop its delta buffer (core NATS)
+//	xim.ctl.relay.<poll key>             a call for the process holding an account's one connection (core NATS)
 package subjects

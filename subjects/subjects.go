@@ -47,6 +47,7 @@ const (
 	replyRoot  = "xim.reply"
 	clearRoot  = "xim.ctl.clear"
 	finishRoot = "xim.ctl.finished"
+	relayRoot  = "xim.ctl.relay"
 
 	// StatsRequest is the scatter subject every worker answers with its per-channel counts.
 	StatsRequest = "xim.ctl.stats"
@@ -136,6 +137,21 @@ func FinishNotices(instance string) (string, error) {
 
 // ChannelOfFinishNotice is the channel of a FinishNotice subject ("" when it has another form).
 func ChannelOfFinishNotice(subject string) string { return channelAfter(finishRoot, subject) }
+
+// Relay is the core NATS subject on which the process holding an account's one connection (the
+// poll loop of poll key key, a name of '.'-separated tokens) takes the calls of other processes
+// (queue group RelayQueue, so one holder runs each call).
+func Relay(key string) (string, error) {
+	for _, t := range strings.Split(key, ".") {
+		if err := Token(t); err != nil {
+			return "", err
+		}
+	}
+	return relayRoot + "." + key, nil
+}
+
+// RelayQueue is the queue group of a Relay subject's holders.
+const RelayQueue = "holder"
 
 // channelAfter is the channel of a subject root.<instance>.<channel> ("" when it has another form).
 func channelAfter(root, subject string) string {

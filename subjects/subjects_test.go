@@ -246,3 +246,16 @@ func FuzzSplitFrames(f *testing.F) {
 		}
 	})
 }
+
+func TestRelay(t *testing.T) {
+	for key, want := range map[string]string{"wecom.0af3": "xim.ctl.relay.wecom.0af3", "k": "xim.ctl.relay.k"} {
+		if got, err := subjects.Relay(key); err != nil || got != want {
+			t.Errorf("Relay(%q) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	for _, key := range []string{"", "wecom.", "wecom.*", "a.>", "a b", ".a"} {
+		if got, err := subjects.Relay(key); !errors.Is(err, subjects.ErrUnsafeToken) {
+			t.Errorf("Relay(%q) = %q, %v; want ErrUnsafeToken", key, got, err)
+		}
+	}
+}

@@ -59,6 +59,9 @@ type Common struct {
 	Files FileSource
 	// Renders counts the formats a platform refused (edge-api §7.3); nil: not counted.
 	Renders RenderFallbacks
+	// Relay runs an account's calls in the process holding its one connection, for adapters
+	// whose account takes one at a time (WeCom); nil: in this process.
+	Relay Relay
 }
 
 // RenderFallbacks counts a message sent in a simpler form than the adapter's first, because the

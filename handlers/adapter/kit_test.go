@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
 	"github.com/ximd/ximd/profile"
@@ -290,5 +291,50 @@ func TestRecent(t *testing.T) {
 	r.Add("c")
 	if r.Has("a") || !r.Has("b") || !r.Has("c") {
 		t.Fatalf("after a third key: a %v, b %v, c %v; want a forgotten", r.Has("a"), r.Has("b"), r.Has("c"))
+	}
+}
+
+// lingerer is a client whose Close is seen from the linger timer's goroutine.
+type lingerer struct{ closed atomic.Bool }
+
+func (l *lingerer) Close() error { l.closed.Store(true); return nil }
+
+// An acquired client is shared while used, kept for the linger after its last release (so the
+// next use finds it), and closed and forgotten after it.
+func TestClients_AcquireLingersThenCloses(t *testing.T) {
+	var cs adapter.Clients[*lingerer]
+	mk := func() *lingerer { return &lingerer{} }
+	a, releaseA := cs.Acquire("k", 50*time.Millisecond, mk)
+	b, releaseB := cs.Acquire("k", 50*time.Millisecond, mk)
+	if a != b {
+		t.Fatal("two uses of one account got two clients")
+	}
+	releaseA()
+	releaseA() // a second call of one release is no second release
+	time.Sleep(100 * time.Millisecond)
+	if a.closed.Load() {
+		t.Fatal("closed while still used")
+	}
+	releaseB()
+	c, releaseC := cs.Acquire("k", 50*time.Millisecond, mk) // within the linger: the same client
+	if c != a || a.closed.Load() {
+		t.Fatal("acquired again within the linger, the client was not kept")
+	}
+	releaseC()
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.closed.Load() || cs.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not closed and forgotten after the linger (closed %v, %d cached)", a.closed.Load(), cs.Len())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d, release := cs.Acquire("k", time.Minute, mk); d == a {
+		t.Fatal("a closed client was given out again")
+	} else {
+		release()
+		_ = cs.Close() // stops the linger; d is closed at once
+		if !d.closed.Load() {
+			t.Fatal("Close left a lingering client open")
+		}
 	}
 }

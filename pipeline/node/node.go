@@ -45,6 +45,7 @@ import (
 	"github.com/ximd/ximd/pipeline/edge"
 	"github.com/ximd/ximd/pipeline/files"
 	"github.com/ximd/ximd/pipeline/members"
+	"github.com/ximd/ximd/pipeline/relay"
 	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/subjects"
 )
@@ -267,7 +268,7 @@ func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, er
 	if p.files, err = n.files(ctx, js); err != nil {
 		return nil, err
 	}
-	if p.adapters, err = n.openAdapters(js, reg, p.files); err != nil {
+	if p.adapters, err = n.openAdapters(nc, js, reg, p.files); err != nil {
 		return nil, err
 	}
 	cl.add(func(context.Context) { _ = p.adapters.Close() }) // after the roles that use them stopped
@@ -302,7 +303,7 @@ func (n *Node) startAdmitter(p *parts, cl *closers) error {
 }
 
 // openAdapters builds the registry of every platform adapter.
-func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, fileStore *files.Store) (*adapter.Registry, error) {
+func (n *Node) openAdapters(nc *nats.Conn, js jetstream.JetStream, reg *channels.Registry, fileStore *files.Store) (*adapter.Registry, error) {
 	fetcher := download.New(download.Config{MaxBytes: n.cfg.MaxFileBytes, Timeout: n.cfg.DownloadTimeout, AllowPrivate: n.cfg.DownloadAllowPrivate}, nil)
 	hook := webhook.New(webhook.Options{Logger: n.logger, Fetcher: fetcher})
 	chat, err := n.openWebchat(js, reg)
@@ -314,8 +315,12 @@ func (n *Node) openAdapters(js jetstream.JetStream, reg *channels.Registry, file
 	if err := n.reg.Register(renders); err != nil {
 		return nil, err
 	}
+	calls, err := relay.New(nc, n.reg, n.logger.With("stage", "relay"))
+	if err != nil {
+		return nil, err
+	}
 	common := func(name string) adapter.Common {
-		return adapter.Common{Logger: n.logger.With("adapter", name), Files: fileStore, Renders: renders}
+		return adapter.Common{Logger: n.logger.With("adapter", name), Files: fileStore, Renders: renders, Relay: calls}
 	}
 	return adapter.NewRegistry(hook, chat,
 		matrix.New(matrix.Options{Common: common(matrix.Name)}),

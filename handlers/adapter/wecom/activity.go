@@ -18,19 +18,17 @@ import (
 // With nothing to reply to (no message from the person in 24 hours, or an answer already took
 // it) nothing is shown: a stream frame needs a callback's req_id.
 
-var _ adapter.ActivityShower = (*Target)(nil)
-
-// ShowActivity implements adapter.ActivityShower.
-func (t *Target) ShowActivity(ctx context.Context, a adapter.Activity) error {
-	conv := t.cfg.conversation()
+// showActivity is Target.ShowActivity on the connection.
+func (l *line) showActivity(ctx context.Context, a adapter.Activity) error {
+	conv := l.cfg.conversation()
 	switch a.Status {
 	case adapter.StatusIdle:
-		t.cli.idle(conv)
+		l.cli.idle(conv)
 		return nil
 	case adapter.StatusTool:
-		return t.cli.think(ctx, conv, thinkContent(a.ToolName))
+		return l.cli.think(ctx, conv, thinkContent(a.ToolName))
 	default:
-		return t.cli.think(ctx, conv, thinkContent(""))
+		return l.cli.think(ctx, conv, thinkContent(""))
 	}
 }
 

@@ -125,3 +125,9 @@ func wsURL(ck *adapter.ConfigCheck, v string) string {
 	}
 	return strings.TrimRight(u.String(), "/")
 }
+
+// config is the channel config p shows, with the robot's secret.
+func (p publicConfig) config(secret string) *config {
+	return &config{botID: p.BotID, secret: secret, chatID: p.ChatID, userID: p.UserID, wsURL: p.WSURL, streaming: p.Streaming,
+		botName: p.BotName, firstWords: p.FirstWords}
+}

@@ -141,6 +141,7 @@ type callback struct {
 
 // reply is the latest message of a person in a conversation: the req_id an answer replies with.
 type reply struct {
+	msgID string // the message's msgid: a callback WeCom makes again keeps the reply as it is
 	reqID string
 	at    time.Time
 	by    string // the stream id of the answer that took it ("": none yet)
@@ -167,6 +168,7 @@ type client struct {
 	lost     chan struct{} // closed when the current connection ends
 	ready    chan struct{} // closed while a connection is subscribed
 	refused  error         // the last subscribe's refusal (a wrong secret), nil once one succeeds
+	refusals chan struct{} // closed (and made again) at each refused subscribe
 	pending  map[string]chan frame
 	order    map[string]*sync.Mutex // one command at a time per req_id
 	replies  map[string]*reply      // conversation -> its person's latest message
@@ -180,7 +182,7 @@ type client struct {
 
 func newClient(c *config, log *slog.Logger, timing Timing) *client {
 	return &client{url: c.wsURL, botID: c.botID, secret: c.secret, log: log, timing: timing.defaults(),
-		ready: make(chan struct{}), lost: make(chan struct{}), pending: map[string]chan frame{}, order: map[string]*sync.Mutex{},
+		ready: make(chan struct{}), lost: make(chan struct{}), refusals: make(chan struct{}), pending: map[string]chan frame{}, order: map[string]*sync.Mutex{},
 		replies: map[string]*reply{}, streams: map[string]time.Time{}, sent: map[string][]time.Time{},
 		inbox: make(chan callback, 1024)}
 }
@@ -266,6 +268,8 @@ func (c *client) session(ctx context.Context) (subscribed bool, err error) {
 		r := &refusal{cmd: cmdSubscribe, code: *f.Errcode, msg: f.Errmsg}
 		c.mu.Lock()
 		c.refused = r
+		close(c.refusals)
+		c.refusals = make(chan struct{})
 		c.mu.Unlock()
 		return false, r
 	}
@@ -346,8 +350,8 @@ func (c *client) callback(cb callback) {
 	_ = json.Unmarshal(cb.body, &b)
 	c.mu.Lock()
 	if cb.cmd == cmdMsg && b.MsgID != "" {
-		if conv := b.conversation(); conv != "" {
-			c.replies[conv] = &reply{reqID: cb.reqID, at: cb.at}
+		if conv := b.conversation(); conv != "" && (c.replies[conv] == nil || c.replies[conv].msgID != b.MsgID) {
+			c.replies[conv] = &reply{msgID: b.MsgID, reqID: cb.reqID, at: cb.at}
 		}
 	}
 	if b.Event.EventType == "disconnected_event" {
@@ -362,27 +366,28 @@ func (c *client) callback(cb callback) {
 }
 
 // connected waits for the subscribed connection (at most Connect): the refusal of the last
-// subscribe, or target_unavailable, when there is none. Nothing was sent: certain.
+// subscribe (as soon as it comes), or target_unavailable, when there is none. Nothing was sent:
+// certain.
 func (c *client) connected(ctx context.Context, cmd string) (*websocket.Conn, chan struct{}, error) {
 	c.start()
 	t := time.NewTimer(c.timing.Connect)
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		conn, ready, lost, refused := c.conn, c.ready, c.lost, c.refused
+		conn, ready, lost, refused, refusals := c.conn, c.ready, c.lost, c.refused, c.refusals
 		c.mu.Unlock()
 		if conn != nil {
 			return conn, lost, nil
 		}
+		if r, ok := refused.(*refusal); ok {
+			return nil, nil, profile.Errorf(profile.CodeTargetAuthFailed, "wecom %s: the robot's subscribe was refused (errcode %d: %s)", cmd, r.code, r.msg)
+		}
 		select {
 		case <-ready:
-			continue
+		case <-refusals:
 		case <-ctx.Done():
 			return nil, nil, profile.Errorf(profile.CodeTargetUnavailable, "wecom %s: no connection: %v", cmd, ctx.Err())
 		case <-t.C:
-			if r, ok := refused.(*refusal); ok {
-				return nil, nil, profile.Errorf(profile.CodeTargetAuthFailed, "wecom %s: the robot's subscribe was refused (errcode %d)", cmd, r.code)
-			}
 			return nil, nil, profile.Errorf(profile.CodeTargetUnavailable, "wecom %s: no connection within %s", cmd, c.timing.Connect)
 		}
 	}
@@ -534,6 +539,22 @@ func (c *client) streamAge(sid string) time.Duration {
 		return 0
 	}
 	return time.Since(at)
+}
+
+// streamStarted reports whether a frame of stream sid was sent (or tried).
+func (c *client) streamStarted(sid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.streams[sid]
+	return ok
+}
+
+// streamOver records that WeCom takes no more frames of stream sid (846608, 846605): its
+// previews stop and its final goes proactive.
+func (c *client) streamOver(sid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streams[sid] = time.Now().Add(-streamLife)
 }
 
 // streamLife is how long a stream takes frames after its first (W-OC: 846608 after 6 minutes).

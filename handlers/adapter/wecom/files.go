@@ -28,11 +28,11 @@ const (
 )
 
 // sendFile uploads f in chunks and sends it as a file (or image) message.
-func (t *Target) sendFile(ctx context.Context, reqID string, f adapter.File) error {
-	if t.a.Files == nil {
+func (l *line) sendFile(ctx context.Context, reqID string, f adapter.File) error {
+	if l.a.Files == nil {
 		return profile.Errorf(profile.CodeTargetDeliveryFailed, "%v", errNoFiles)
 	}
-	_, rc, err := t.a.Files.Open(ctx, f.FileRef)
+	_, rc, err := l.a.Files.Open(ctx, f.FileRef)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (t *Target) sendFile(ctx context.Context, reqID string, f adapter.File) err
 	}
 	chunks := max(1, (len(data)+ChunkBytes-1)/ChunkBytes)
 	sum := md5.Sum(data)
-	raw, err := t.cli.request(ctx, cmdUpInit, reqID+"_init", map[string]any{"type": kind, "filename": f.Filename,
+	raw, err := l.cli.request(ctx, cmdUpInit, reqID+"_init", map[string]any{"type": kind, "filename": f.Filename,
 		"total_size": len(data), "total_chunks": chunks, "md5": hex.EncodeToString(sum[:])})
 	if err != nil {
 		return err
@@ -63,12 +63,12 @@ func (t *Target) sendFile(ctx context.Context, reqID string, f adapter.File) err
 	}
 	for i := 0; i < chunks; i++ {
 		part := data[i*ChunkBytes : min(len(data), (i+1)*ChunkBytes)]
-		if _, err := t.cli.request(ctx, cmdUpChunk, fmt.Sprintf("%s_c%d", reqID, i), map[string]any{"upload_id": init.UploadID,
+		if _, err := l.cli.request(ctx, cmdUpChunk, fmt.Sprintf("%s_c%d", reqID, i), map[string]any{"upload_id": init.UploadID,
 			"chunk_index": i, "base64_data": base64.StdEncoding.EncodeToString(part)}); err != nil {
 			return err
 		}
 	}
-	raw, err = t.cli.request(ctx, cmdUpFinish, reqID+"_fin", map[string]any{"upload_id": init.UploadID})
+	raw, err = l.cli.request(ctx, cmdUpFinish, reqID+"_fin", map[string]any{"upload_id": init.UploadID})
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (t *Target) sendFile(ctx context.Context, reqID string, f adapter.File) err
 	if err := json.Unmarshal(raw, &fin); err != nil || fin.MediaID == "" {
 		return profile.Errorf(profile.CodeTargetDeliveryFailed, "wecom %s: no media_id", cmdUpFinish)
 	}
-	return t.send(ctx, reqID, map[string]any{"chatid": t.cfg.conversation(), "msgtype": kind, kind: map[string]any{"media_id": fin.MediaID}})
+	return l.send(ctx, reqID, map[string]any{"chatid": l.cfg.conversation(), "msgtype": kind, kind: map[string]any{"media_id": fin.MediaID}})
 }
 
 // download fetches a person's file from its URL (valid 5 minutes) and decrypts it with its

@@ -70,7 +70,8 @@ func (a *Adapter) PollKey(ch adapter.Channel) string {
 }
 
 // Poll implements adapter.Poller: the robot's callbacks, from its one connection, into the
-// channels of their conversations (and its bots) until ctx ends. WeCom pushes callbacks and keeps
+// channels of their conversations (and its bots) until ctx ends. The loop holds the connection:
+// the robot's channels make their calls on it (hold.go). WeCom pushes callbacks and keeps
 // no position to resume from, so the feed's cursor is not used.
 func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	acct, err := a.pollAccount(feed)
@@ -78,8 +79,11 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 		return err
 	}
 	p := adapter.PollStart[*config]{Channels: feed.Channels(), Account: acct}
-	cli := a.client(acct)
-	cli.start()
+	cli, release := a.acquire(acct)
+	defer release()
+	if a.Relay != nil {
+		defer a.Relay.Hold(acct.pollKey(), a.serve(cli, acct))()
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -28,10 +28,16 @@ type conversation struct {
 
 func newConversation(t *testing.T, fake *wecomtest.Server, extra map[string]any) *conversation {
 	t.Helper()
+	return newConversationWith(t, fake, nil, extra)
+}
+
+// newConversationWith is newConversation with the adapter's file source.
+func newConversationWith(t *testing.T, fake *wecomtest.Server, files adapter.FileSource, extra map[string]any) *conversation {
+	t.Helper()
 	bot := fake.AddBot("Helper")
 	user := fmt.Sprintf("person%d", people.Add(1))
 	c := &conversation{fake: fake, bot: bot, conv: wecomtest.Single(user), user: user}
-	c.a = wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
+	c.a = wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t), Files: files}, Timing: fast})
 	t.Cleanup(func() { _ = c.a.Close() })
 	cfg := map[string]any{"user_id": user}
 	for k, v := range extra {
@@ -204,7 +210,8 @@ func TestWeCom_InDoubtStreamIsSettledByItsStreamID(t *testing.T) {
 	}
 }
 
-// A wrong secret: the probe refuses the config (422 target_config_invalid at the PUT).
+// A wrong secret: the probe refuses the config (422 target_config_invalid at the PUT) as soon as
+// WeCom refuses the subscribe, naming its errcode.
 func TestWeCom_WrongSecretRefusedAtProbe(t *testing.T) {
 	fake := wecomtest.New()
 	t.Cleanup(fake.Close)
@@ -212,10 +219,14 @@ func TestWeCom_WrongSecretRefusedAtProbe(t *testing.T) {
 	a := wecom.New(wecom.Options{Timing: wecom.Timing{Connect: 2 * time.Second, MaxBackoff: 100 * time.Millisecond}})
 	t.Cleanup(func() { _ = a.Close() })
 	raw := config(t, fake, bot, map[string]any{"user_id": "u1", "secret": "wrong"})
+	start := time.Now()
 	err := a.Probe(ctxT(t), adapter.Channel{ID: "c1", Target: adapter.Binding{Adapter: wecom.Name, Config: raw}})
 	var pe *profile.Error
-	if !errors.As(err, &pe) || pe.Code != profile.CodeTargetConfigInvalid || strings.Contains(pe.Message, "wrong") {
-		t.Fatalf("probe: %v, want target_config_invalid without the secret", err)
+	if !errors.As(err, &pe) || pe.Code != profile.CodeTargetConfigInvalid || strings.Contains(pe.Message, "wrong") || !strings.Contains(pe.Message, "40001") {
+		t.Fatalf("probe: %v, want target_config_invalid naming the errcode, without the secret", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the refusal took %s, want it as soon as WeCom answers the subscribe (not the 2 s connect bound)", took)
 	}
 	good := config(t, fake, bot, map[string]any{"user_id": "u1"})
 	if err := a.Probe(ctxT(t), adapter.Channel{ID: "c1", Target: adapter.Binding{Adapter: wecom.Name, Config: good}}); err != nil {
@@ -277,5 +288,105 @@ func TestWeCom_ReconnectsAfterADroppedConnection(t *testing.T) {
 	}
 	if seen := fake.Messages(c.bot, c.conv); len(seen) != 1 || seen[0].Text != "still here" {
 		t.Fatalf("the person sees %+v", seen)
+	}
+}
+
+// A callback WeCom makes again while the thinking bubble shows changes nothing: the answer
+// streams into that bubble, and a second answer to the message is a proactive message.
+func TestWeCom_RepeatedCallbackKeepsTheReply(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	c := newConversation(t, fake, nil)
+	c.say(t, "what is the weather?")
+	ctx := ctxT(t)
+	sh, _ := adapter.ShowerOf(c.tg)
+	if err := sh.ShowActivity(ctx, adapter.Activity{Status: adapter.StatusThinking}); err != nil {
+		t.Fatal(err)
+	}
+	fake.Again(c.bot, fake.LastMsgID(c.bot))
+	waitFor(t, "the callback made again seen", func() bool { return c.in.Redelivered() >= 1 })
+	if _, err := c.tg.Send(ctx, adapter.Message{Text: "Sunny.", Final: true, IdempotencyKey: "ch:a1"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.Again(c.bot, fake.LastMsgID(c.bot))
+	waitFor(t, "the second callback made again seen", func() bool { return c.in.Redelivered() >= 2 })
+	if _, err := c.tg.Send(ctx, adapter.Message{Text: "And warm.", Final: true, IdempotencyKey: "ch:a2"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := fake.Messages(c.bot, c.conv)
+	if len(seen) != 2 || seen[0].Kind != "stream" || !seen[0].Finished || seen[0].Text != "Sunny." || seen[1].Kind != "markdown" || seen[1].Text != "And warm." {
+		t.Fatalf("the person sees %+v, want the thinking bubble finished with the answer, then the second answer proactive", seen)
+	}
+}
+
+// A final with files and no text, replying to the person: no empty stream message; the thinking
+// bubble shown is finished as it is and the file follows.
+func TestWeCom_FilesOnlyFinalSendsNoEmptyBubble(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	files := adaptertest.NewFiles()
+	for _, thinking := range []bool{false, true} {
+		c := newConversationWith(t, fake, files, nil)
+		c.say(t, "the report, please")
+		ctx := ctxT(t)
+		if thinking {
+			sh, _ := adapter.ShowerOf(c.tg)
+			if err := sh.ShowActivity(ctx, adapter.Activity{Status: adapter.StatusThinking}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sf := files.Add("report.txt", "text/plain", "file", []byte("figures"))
+		f := adapter.File{Type: sf.Type, FileRef: sf.FileRef, Filename: sf.Filename, MimeType: sf.MimeType, ByteSize: sf.ByteSize}
+		if _, err := c.tg.Send(ctx, adapter.Message{Final: true, Files: []adapter.File{f}, IdempotencyKey: fmt.Sprintf("ch:f%v", thinking)}); err != nil {
+			t.Fatal(err)
+		}
+		seen := fake.Messages(c.bot, c.conv)
+		want := 1
+		if thinking {
+			want = 2
+		}
+		if len(seen) != want || seen[want-1].Kind != "file" || string(seen[want-1].Data) != "figures" {
+			t.Fatalf("thinking %v: the person sees %+v, want only the file", thinking, seen)
+		}
+		if thinking && (seen[0].Kind != "stream" || !seen[0].Finished || seen[0].Text != "<think></think>") {
+			t.Fatalf("the thinking bubble is %+v, want it finished as it was", seen[0])
+		}
+	}
+}
+
+// After WeCom refuses a stream's frame as expired (846608), its previews stop (none spends the
+// conversation's budget) and its final goes proactive.
+func TestWeCom_ExpiredStreamSendsNoMorePreviews(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	fake.SetStreamLife(100 * time.Millisecond)
+	c := newConversation(t, fake, nil)
+	c.say(t, "a long task")
+	ctx := ctxT(t)
+	ed, _ := adapter.EditorOf(c.tg)
+	id, err := c.tg.Send(ctx, adapter.Message{Text: "Step 1", IdempotencyKey: "ch:exp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the fake's stream life passes
+	for i := 2; i <= 5; i++ {
+		if err := ed.Edit(ctx, id, adapter.Message{Text: fmt.Sprintf("Step %d", i), IdempotencyKey: "ch:exp"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ed.Edit(ctx, id, adapter.Message{Text: "Done.", Final: true, IdempotencyKey: "ch:exp"}); err != nil {
+		t.Fatal(err)
+	}
+	responds := 0
+	for _, f := range fake.Frames() {
+		if f.Cmd == "aibot_respond_msg" {
+			responds++
+		}
+	}
+	if responds != 2 {
+		t.Fatalf("%d stream frames sent, want 2 (the first, and the one refused as expired)", responds)
+	}
+	if seen := fake.Messages(c.bot, c.conv); len(seen) != 2 || seen[1].Kind != "markdown" || seen[1].Text != "Done." {
+		t.Fatalf("the person sees %+v, want the stream then the final proactive", seen)
 	}
 }

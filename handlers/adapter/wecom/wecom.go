@@ -46,7 +46,6 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/profile"
 )
 
 // Name is the adapter's name in a channel's target binding.
@@ -62,7 +61,8 @@ type Options struct {
 }
 
 // Adapter binds channels to WeCom robot conversations. One client (one long connection) per
-// robot is shared by every channel, bot and poll loop of that robot.
+// robot is held by the robot's poll loop, in one process; every channel's calls run on it there
+// (hold.go).
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *client]
 	timing Timing
@@ -76,17 +76,14 @@ func New(opts Options) *Adapter {
 }
 
 func (a *Adapter) open(c *config) (adapter.Target, error) {
-	return &Target{a: a, cli: a.client(c), cfg: c}, nil
-}
-
-func (a *Adapter) client(c *config) *client {
-	return a.Accounts.Get(c.accountKey(), func() *client { return newClient(c, a.Logger, a.timing) })
+	return &Target{a: a, cfg: c}, nil
 }
 
 var (
-	_ adapter.Target = (*Target)(nil)
-	_ adapter.Editor = (*Target)(nil)
-	_ adapter.Prober = (*Adapter)(nil)
+	_ adapter.Target         = (*Target)(nil)
+	_ adapter.Editor         = (*Target)(nil)
+	_ adapter.ActivityShower = (*Target)(nil)
+	_ adapter.Prober         = (*Adapter)(nil)
 )
 
 // Probe implements adapter.Prober: the robot's subscribe succeeds with its secret.
@@ -98,15 +95,33 @@ func (a *Adapter) Probe(ctx context.Context, ch adapter.Channel) error {
 	return a.probe(ctx, c)
 }
 
-func (a *Adapter) probe(ctx context.Context, c *config) error {
-	if _, _, err := a.client(c).connected(ctx, cmdSubscribe); err != nil {
-		return profile.Errorf(profile.CodeTargetConfigInvalid, "wecom refused the robot's bot_id and secret, or cannot be reached: %s", profile.AsError(err).Message)
-	}
-	return nil
+// Target is one channel's conversation. Its calls run on the robot's connection, in the process
+// that holds it (hold.go); line is what they do there.
+type Target struct {
+	a   *Adapter
+	cfg *config
 }
 
-// Target is one channel's conversation.
-type Target struct {
+// Send implements adapter.Sender: a stream's first frame or its only one (a final replying to
+// the person's latest message), else a proactive message.
+func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
+	return t.a.call(ctx, t.cfg, call{Op: opSend, Message: &m})
+}
+
+// Edit implements adapter.Editor: the stream's next frame, or its final one.
+func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
+	_, err := t.a.call(ctx, t.cfg, call{Op: opEdit, ID: id, Message: &m})
+	return err
+}
+
+// ShowActivity implements adapter.ActivityShower (activity.go).
+func (t *Target) ShowActivity(ctx context.Context, act adapter.Activity) error {
+	_, err := t.a.call(ctx, t.cfg, call{Op: opActivity, Activity: &act})
+	return err
+}
+
+// line is one channel's conversation on the robot's connection cli.
+type line struct {
 	a   *Adapter
 	cli *client
 	cfg *config
@@ -142,97 +157,123 @@ func splitID(id string) (sid, reqID string) {
 	return sid, reqID
 }
 
-// Send implements adapter.Sender: a stream's first frame or its only one (a final replying to
-// the person's latest message), else a proactive message.
-func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
+// sendMessage is Target.Send on the connection.
+func (l *line) sendMessage(ctx context.Context, m adapter.Message) (string, error) {
 	sid := streamID(m.IdempotencyKey)
-	if t.cfg.streaming == StreamingStream {
-		if stream, req, ok := t.cli.takeReply(t.cfg.conversation(), sid); ok {
-			return stream + "@" + req, t.streamed(ctx, stream, req, m)
+	if l.cfg.streaming == StreamingStream {
+		if stream, req, ok := l.cli.takeReply(l.cfg.conversation(), sid); ok {
+			return stream + "@" + req, l.streamed(ctx, stream, req, m)
 		}
 		if !m.Final {
 			return sid + "@", nil // nothing to reply to: the final goes proactive
 		}
 	}
-	return sid, t.proactive(ctx, sid, m)
+	return sid, l.proactive(ctx, sid, m)
 }
 
-// Edit implements adapter.Editor: the stream's next frame, or its final one.
-func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
+// edit is Target.Edit on the connection.
+func (l *line) edit(ctx context.Context, id string, m adapter.Message) error {
 	sid, req := splitID(id)
 	if req == "" {
 		if !m.Final {
 			return nil
 		}
-		return t.proactive(ctx, sid, m)
+		return l.proactive(ctx, sid, m)
 	}
-	return t.streamed(ctx, sid, req, m)
+	return l.streamed(ctx, sid, req, m)
 }
 
 // streamed sends a stream frame of m replying to req: a preview of the text so far, or the
 // final (its first part finishing the stream; further parts and files proactive). A stream past
 // its 6 minutes shows no more previews and its final goes proactive.
-func (t *Target) streamed(ctx context.Context, sid, req string, m adapter.Message) error {
-	if t.cli.streamAge(sid) > streamLife-10*time.Second {
+func (l *line) streamed(ctx context.Context, sid, req string, m adapter.Message) error {
+	if m.Final && strings.TrimSpace(m.Text) == "" {
+		return l.filesOnly(ctx, sid, req, m.Files)
+	}
+	if l.cli.streamAge(sid) > streamLife-10*time.Second {
 		if !m.Final {
 			return nil
 		}
-		return t.proactive(ctx, sid+"_late", m)
+		return l.proactive(ctx, sid+"_late", m)
 	}
 	if !m.Final {
-		err := t.frame(ctx, sid, req, preview(m.Text), false)
-		if codeOf(err) == errStreamExpired || codeOf(err) == errBadReqID {
+		err := l.frame(ctx, sid, req, preview(m.Text), false)
+		if over(err) {
+			l.cli.streamOver(sid)
 			return nil // the rest shows at the final
 		}
 		return err
 	}
 	parts := split(m.Text)
-	err := t.frame(ctx, sid, req, parts[0], true)
-	if c := codeOf(err); c == errStreamExpired || c == errBadReqID {
-		t.a.Logger.Info("wecom_stream_over", "bot_id", t.cfg.botID, "errcode", c)
-		return t.proactive(ctx, sid+"_late", m)
+	err := l.frame(ctx, sid, req, parts[0], true)
+	if over(err) {
+		l.cli.streamOver(sid)
+		l.a.Logger.Info("wecom_stream_over", "bot_id", l.cfg.botID, "errcode", codeOf(err))
+		return l.proactive(ctx, sid+"_late", m)
 	}
 	if err != nil {
 		return err
 	}
-	return t.pushRest(ctx, sid, parts[1:], m.Files)
+	return l.pushRest(ctx, sid, parts[1:], m.Files)
+}
+
+// over reports whether err says WeCom takes no more frames of the stream: its 6 minutes are over
+// (846608) or its req_id is no longer answered (846605).
+func over(err error) bool {
+	c := codeOf(err)
+	return c == errStreamExpired || c == errBadReqID
+}
+
+// filesOnly delivers a final without text replying to req: a bubble already shown (a thinking
+// one) is finished empty, as a cleared thinking status finishes it, and the files follow as
+// messages of their own; an empty stream message is never sent.
+func (l *line) filesOnly(ctx context.Context, sid, req string, files []adapter.File) error {
+	if l.cli.streamStarted(sid) && l.cli.streamAge(sid) <= streamLife-10*time.Second {
+		if err := l.cli.spend(l.cfg.conversation(), true); err != nil {
+			return err
+		}
+		if _, err := l.cli.request(ctx, cmdRespond, req, thinkFrame(sid, thinkContent(""), true)); err != nil && !over(err) {
+			return err
+		}
+	}
+	return l.pushRest(ctx, sid, nil, files)
 }
 
 // frame sends one stream frame: aibot_respond_msg with req and the stream's whole content.
-func (t *Target) frame(ctx context.Context, sid, req, text string, finish bool) error {
-	if err := t.cli.spend(t.cfg.conversation(), finish); err != nil {
+func (l *line) frame(ctx context.Context, sid, req, text string, finish bool) error {
+	if err := l.cli.spend(l.cfg.conversation(), finish); err != nil {
 		return err
 	}
 	body := map[string]any{"msgtype": "stream", "stream": map[string]any{"id": sid, "finish": finish, "content": render(text)}}
-	_, err := t.cli.request(ctx, cmdRespond, req, body)
+	_, err := l.cli.request(ctx, cmdRespond, req, body)
 	return err
 }
 
 // proactive sends m as aibot_send_msg markdown messages (split), then its files; the first
 // message's req_id is base, the others base_<n>.
-func (t *Target) proactive(ctx context.Context, base string, m adapter.Message) error {
+func (l *line) proactive(ctx context.Context, base string, m adapter.Message) error {
 	parts := split(m.Text)
 	if strings.TrimSpace(m.Text) == "" {
 		parts = nil
 	}
 	if len(parts) > 0 {
-		if err := t.push(ctx, base, parts[0]); err != nil {
+		if err := l.push(ctx, base, parts[0]); err != nil {
 			return err
 		}
-		return t.pushRest(ctx, base, parts[1:], m.Files)
+		return l.pushRest(ctx, base, parts[1:], m.Files)
 	}
-	return t.pushRest(ctx, base, nil, m.Files)
+	return l.pushRest(ctx, base, nil, m.Files)
 }
 
 // pushRest sends a message's further parts and its files as proactive messages.
-func (t *Target) pushRest(ctx context.Context, base string, parts []string, files []adapter.File) error {
+func (l *line) pushRest(ctx context.Context, base string, parts []string, files []adapter.File) error {
 	for i, p := range parts {
-		if err := t.push(ctx, base+"_"+strconv.Itoa(i+1), p); err != nil {
+		if err := l.push(ctx, base+"_"+strconv.Itoa(i+1), p); err != nil {
 			return err
 		}
 	}
 	for i, f := range files {
-		if err := t.sendFile(ctx, base+"_f"+strconv.Itoa(i), f); err != nil {
+		if err := l.sendFile(ctx, base+"_f"+strconv.Itoa(i), f); err != nil {
 			return err
 		}
 	}
@@ -240,16 +281,16 @@ func (t *Target) pushRest(ctx context.Context, base string, parts []string, file
 }
 
 // push sends one proactive markdown message.
-func (t *Target) push(ctx context.Context, reqID, text string) error {
-	return t.send(ctx, reqID, map[string]any{"chatid": t.cfg.conversation(), "msgtype": "markdown", "markdown": map[string]any{"content": render(text)}})
+func (l *line) push(ctx context.Context, reqID, text string) error {
+	return l.send(ctx, reqID, map[string]any{"chatid": l.cfg.conversation(), "msgtype": "markdown", "markdown": map[string]any{"content": render(text)}})
 }
 
 // send is one aibot_send_msg within the conversation's budget.
-func (t *Target) send(ctx context.Context, reqID string, body map[string]any) error {
-	if err := t.cli.spend(t.cfg.conversation(), true); err != nil {
+func (l *line) send(ctx context.Context, reqID string, body map[string]any) error {
+	if err := l.cli.spend(l.cfg.conversation(), true); err != nil {
 		return err
 	}
-	_, err := t.cli.request(ctx, cmdSend, reqID, body)
+	_, err := l.cli.request(ctx, cmdSend, reqID, body)
 	return err
 }
 
