@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
+	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
 	"github.com/ximd/ximd/handlers/adapter/webchat"
 	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
@@ -275,6 +276,34 @@ func TestNATSAuth_ComposeRolesCarryEverythingAndNoMore(t *testing.T) {
 	ackUser(t, e.agent, tenv, map[string]any{"message_id": tm.MessageID, "status": "accepted"})
 	if status, _, _ := gw.Do(http.MethodDelete, "/v1/bots/tg-roles", nil); status != http.StatusNoContent {
 		t.Fatalf("DELETE telegram bot: %d", status)
+	}
+
+	// A WeCom robot, its one connection held by the worker's poll loop: the gateway's probe of
+	// the robot's second chat is relayed to the worker (xim.ctl.relay), a person's message comes
+	// in and the answer goes out on that connection.
+	wfake := wecomtest.New()
+	t.Cleanup(wfake.Close)
+	robot := wfake.AddBot("Helper")
+	wcfg := func(user string) map[string]any {
+		return map[string]any{"bot_id": robot.ID, "secret": robot.Secret, "user_id": user, "ws_url": wfake.URL()}
+	}
+	if status, b, err := openWeCom(gw, "wx-roles-1", wcfg("ann")); err != nil || status != http.StatusOK {
+		t.Fatalf("PUT wecom: %d %s %v", status, b, err)
+	}
+	poll(t, "the worker holds the robot's connection", func() bool {
+		return wfake.Connected(robot) && gauge(t, worker.Metrics(), "ximd_polled_channels") >= 1
+	})
+	if status, b, err := openWeCom(gw, "wx-roles-2", wcfg("ben")); err != nil || status != http.StatusOK {
+		t.Fatalf("PUT wecom: %d %s %v", status, b, err)
+	}
+	if !metric(t, gw, `ximd_relayed_calls_total{way="sent"} 1`) {
+		t.Fatal("the second chat's probe was not relayed to the worker holding the robot")
+	}
+	wfake.Say(robot, wecomtest.Single("ann"), "ann", "hi robot", false)
+	wenv, wm := userMessage(t, e.agent, wait)
+	ackUser(t, e.agent, wenv, map[string]any{"message_id": wm.MessageID, "status": "accepted"})
+	if a := e.ackOf(e.sendTo("wx-roles-1", profile.TypeMessage, msg("m_wx_roles", "hello ann"))); a.Status != profile.AckAccepted {
+		t.Fatalf("wecom final: %+v", a)
 	}
 
 	// Channel deleted: its state purged by the gateway.

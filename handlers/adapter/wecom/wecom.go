@@ -31,9 +31,8 @@
 // duplicate. Files come by URL, AES-256-CBC encrypted with their own aeskey (IV its first 16
 // bytes, PKCS#7 to 32 bytes), and are decrypted into the Transfer Plane.
 //
-// Limits of this implementation: the connection lives in the process that uses it, so a robot
-// is served by one process at a time (a second subscribe takes the connection over; the first
-// waits MaxBackoff before taking it back): run its channels on one worker.
+// One connection per robot across all workers (hold.go): the robot's poll loop holds it, and
+// the channels' calls run there, relayed from other processes (adapter.Relay).
 package wecom
 
 import (
