@@ -204,6 +204,11 @@ func (c *client) Close() error {
 	c.start() // so that done exists
 	c.cancel()
 	<-c.done
+	if n := len(c.inbox); n > 0 {
+		// Pushed after the last poll loop here ended (the robot moved to another worker) and
+		// before the new holder subscribed: WeCom will not push them again.
+		c.log.Warn("wecom_callbacks_dropped", "bot_id", c.botID, "count", n)
+	}
 	return nil
 }
 
