@@ -17,8 +17,8 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
-	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
 	"github.com/ximd/ximd/handlers/adapter/webchat"
+	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
 	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
