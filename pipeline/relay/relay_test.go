@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -26,7 +27,7 @@ func pair(t *testing.T) (holder, caller *relay.Relay) {
 	return newRelay(t, s), newRelay(t, s)
 }
 
-func newRelay(t *testing.T, s *server.Server) *relay.Relay {
+func newRelay(t testing.TB, s *server.Server) *relay.Relay {
 	r, err := relay.New(natstest.Connect(t, s), prometheus.NewRegistry(), quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -151,4 +152,45 @@ func TestHold_ReleaseEndsCallsInFlight(t *testing.T) {
 	if err := <-errc; !adapter.IsAmbiguous(err) || profile.AsError(err).Code != profile.CodeTargetUnavailable {
 		t.Fatalf("the caller of a call its holder released heard %v, want target_unavailable in doubt", err)
 	}
+}
+
+// BenchmarkCall measures a relayed call against its floor, a raw core NATS request to a
+// subscriber answering the same bytes, in the same run: go test -run '^$' -bench . ./pipeline/relay/
+func BenchmarkCall(b *testing.B) {
+	s := natstest.Server(b)
+	req := make([]byte, 600) // a relayed final of a few hundred characters
+	b.Run("raw_request", func(b *testing.B) {
+		holder, caller := natstest.Connect(b, s), natstest.Connect(b, s)
+		sub, err := holder.Subscribe("bench.raw", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		_ = holder.Flush()
+		for b.Loop() {
+			if _, err := caller.Request("bench.raw", req, 5*time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("relayed", func(b *testing.B) {
+		holder, caller := newRelay(b, s), newRelay(b, s)
+		defer holder.Hold("bench.k", func(_ context.Context, r []byte) ([]byte, error) { return r, nil })()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for b.Loop() {
+			if _, err := caller.Call(ctx, "bench.k", req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("held_here", func(b *testing.B) {
+		holder := newRelay(b, s)
+		defer holder.Hold("bench.l", func(_ context.Context, r []byte) ([]byte, error) { return r, nil })()
+		for b.Loop() {
+			if _, err := holder.Call(context.Background(), "bench.l", req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
