@@ -90,6 +90,8 @@ type Members struct {
 	n       int // live instances, this one included
 	// changed is when the live set last changed (zero: never, a single worker).
 	changed time.Time
+	// started is when this worker first announced itself (zero: not yet).
+	started time.Time
 }
 
 // peer is another live worker.
@@ -161,6 +163,16 @@ func (m *Members) SteadyFor(d time.Duration) bool {
 	return time.Since(m.changed) >= d
 }
 
+// Settled reports whether this worker announced itself an Interval ago or more: every live worker
+// answers a newcomer at once and beats every Interval, so by then the live set names them all.
+// Until then a worker that just started hears only itself, and work one worker at a time may do
+// (a poll loop: a WeCom robot's one connection, a Telegram bot's getUpdates) waits.
+func (m *Members) Settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.started.IsZero() && time.Since(m.started) >= m.cfg.Interval
+}
+
 // Live returns the instances of the live workers, this one included, sorted.
 func (m *Members) Live() []string {
 	m.mu.Lock()
@@ -228,6 +240,9 @@ func (m *Members) Run(ctx context.Context) error {
 		return fmt.Errorf("members: subscribe: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	m.mu.Lock()
+	m.started = time.Now()
+	m.mu.Unlock()
 	m.announce(false)
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()

@@ -184,3 +184,30 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A worker that just started is not settled (it hears only itself); once settled, its live set
+// names every worker that was running.
+func TestSettled_OnceTheOthersAreHeard(t *testing.T) {
+	url := startServer(t)
+	a := start(t, url, "a")
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.m.Settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("a worker alone never settled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b := start(t, url, "b")
+	if b.m.Settled() {
+		t.Fatal("settled at once, before an interval")
+	}
+	for !b.m.Settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the newcomer never settled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if live := b.m.Live(); !slices.Equal(live, []string{"a", "b"}) {
+		t.Fatalf("settled with live set %v, want [a b]", live)
+	}
+}

@@ -466,7 +466,7 @@ func (n *Node) startWorker(ctx context.Context, p *parts, errc chan<- error) (fu
 	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: w.log}
 	}
-	if w.pollers, err = newPollers(reg, p.bots, p.admitter, adapters, mem.Live, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
+	if w.pollers, err = newPollers(reg, p.bots, p.admitter, adapters, mem.Live, mem.Settled, n.cfg.Instance, inbox, cursors, n.reg, w.log); err != nil {
 		return nil, err
 	}
 	stages, err := n.buildStages(ctx, p, w)

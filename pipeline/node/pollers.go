@@ -35,14 +35,17 @@ const (
 // pollers runs the poll loops of the open channels whose adapter polls its platform
 // (adapter.Poller): one loop per poll key (a Matrix room, a Telegram bot), on one live worker at a
 // time, the key hashed over the live workers. A loop is started again when its key's set of
-// channels changes (one opened, closed or re-bound). While the live set changes, two workers may
-// poll a key for a moment; what both read is one message by its message_id.
+// channels changes (one opened, closed or re-bound). A worker starts no loop before its live set
+// is settled (members.Settled: it has heard the others), else a worker just started would take
+// every key for a moment. While the live set changes, two workers may poll a key for a moment;
+// what both read is one message by its message_id.
 type pollers struct {
 	reg      *channels.Registry
 	bots     *bots.Registry
 	admit    adapter.Admitter
 	adapters *adapter.Registry
 	live     func() []string
+	settled  func() bool // the live set is known: loops may start
 	self     string
 	inbox    func(channel string) adapter.Inbox
 	cursors  jetstream.KeyValue
@@ -70,8 +73,8 @@ type pollRun struct {
 	cancel  context.CancelFunc
 }
 
-func newPollers(reg *channels.Registry, botReg *bots.Registry, admit adapter.Admitter, adapters *adapter.Registry, live func() []string, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
-	p := &pollers{reg: reg, bots: botReg, admit: admit, adapters: adapters, live: live, self: self, inbox: inbox, cursors: cursors, logger: logger,
+func newPollers(reg *channels.Registry, botReg *bots.Registry, admit adapter.Admitter, adapters *adapter.Registry, live func() []string, settled func() bool, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
+	p := &pollers{reg: reg, bots: botReg, admit: admit, adapters: adapters, live: live, settled: settled, self: self, inbox: inbox, cursors: cursors, logger: logger,
 		running: map[pollID]*pollRun{}, kick: make(chan struct{}, 1),
 		polled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ximd_polled_channels",
 			Help: "Channels whose platform this worker polls for user messages (Matrix sync, Telegram getUpdates)."}),
@@ -127,8 +130,8 @@ func owner(live []string, key string) string {
 }
 
 func (p *pollers) reconcile(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
+	if ctx.Err() != nil || !p.settled() {
+		return // a worker that just started hears only itself: it would take every key
 	}
 	live := p.live()
 	want := map[pollID]*polled{}

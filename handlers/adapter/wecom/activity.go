@@ -72,11 +72,7 @@ func (c *client) think(ctx context.Context, conv, content string) error {
 	if c.streamAge(sid) > streamLife-10*time.Second {
 		return nil
 	}
-	if err := c.spend(conv, false); err != nil {
-		return err
-	}
-	_, err := c.requestLocked(ctx, cmdRespond, r.reqID, thinkFrame(sid, content, false))
-	return err
+	return c.budgeted(ctx, conv, false, true, cmdRespond, r.reqID, thinkFrame(sid, content, false))
 }
 
 func thinkFrame(sid, content string, finish bool) map[string]any {
@@ -118,10 +114,7 @@ func (c *client) endThink(conv string, r *reply) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Connect+c.timing.Answer)
 	defer cancel()
-	if err := c.spend(conv, true); err == nil {
-		_, err = c.requestLocked(ctx, cmdRespond, r.reqID, thinkFrame(sid, thinkContent(""), true))
-		if err != nil {
-			c.log.Warn("wecom_think_finish_failed", "bot_id", c.botID, "err", err)
-		}
+	if err := c.budgeted(ctx, conv, true, true, cmdRespond, r.reqID, thinkFrame(sid, thinkContent(""), true)); err != nil {
+		c.log.Warn("wecom_think_finish_failed", "bot_id", c.botID, "err", err)
 	}
 }

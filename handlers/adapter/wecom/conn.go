@@ -39,9 +39,13 @@ type Timing struct {
 	Answer time.Duration
 	// Connect bounds how long a call waits for the connection to be subscribed. Default 10 s.
 	Connect time.Duration
-	// MaxBackoff bounds the wait between reconnections (1 s doubling). Default 30 s; a
-	// connection taken over by another subscribe waits this long before taking it back.
+	// MaxBackoff bounds the wait between reconnections (1 s doubling), and is the wait after
+	// a refused subscribe. Default 30 s.
 	MaxBackoff time.Duration
+	// Retake is how long a connection taken over by another process's subscribe waits before
+	// subscribing again (when this process still holds the robot then: the poll loop that
+	// moved elsewhere closes it first). Default 10 s.
+	Retake time.Duration
 	// ThinkGrace is how long a thinking frame's bubble waits, once the status is cleared, for
 	// the answer to take it over before it is finished. Default 3 s.
 	ThinkGrace time.Duration
@@ -52,6 +56,7 @@ func (t Timing) defaults() Timing {
 	t.Answer = adapter.OrDefault(t.Answer, 5*time.Second)
 	t.Connect = adapter.OrDefault(t.Connect, 10*time.Second)
 	t.MaxBackoff = adapter.OrDefault(t.MaxBackoff, 30*time.Second)
+	t.Retake = adapter.OrDefault(t.Retake, 10*time.Second)
 	t.ThinkGrace = adapter.OrDefault(t.ThinkGrace, 3*time.Second)
 	return t
 }
@@ -213,7 +218,7 @@ func (c *client) Close() error {
 }
 
 // run connects, subscribes and reads until ctx ends, reconnecting after 1 s doubling to
-// MaxBackoff (MaxBackoff at once after a takeover or a refused subscribe).
+// MaxBackoff (Retake after a takeover, MaxBackoff after a refused subscribe).
 func (c *client) run(ctx context.Context) {
 	wait := time.Second
 	for ctx.Err() == nil {
@@ -222,15 +227,17 @@ func (c *client) run(ctx context.Context) {
 			return
 		}
 		c.mu.Lock()
-		kicked := c.kicked
-		c.kicked = false
+		kicked := c.kicked // until the next subscribe: no command goes out meanwhile
 		refused := c.refused != nil
 		c.mu.Unlock()
 		if subscribed {
 			wait = time.Second
 		}
 		next := wait
-		if kicked || refused {
+		switch {
+		case kicked:
+			next = c.timing.Retake
+		case refused:
 			next = c.timing.MaxBackoff
 		}
 		c.log.Warn("wecom_connection_lost", "bot_id", c.botID, "err", err, "retry_in", next, "taken_over", kicked)
@@ -279,7 +286,7 @@ func (c *client) session(ctx context.Context) (subscribed bool, err error) {
 		return false, r
 	}
 	c.mu.Lock()
-	c.conn, c.refused, c.pingMiss = conn, nil, 0
+	c.conn, c.refused, c.kicked, c.pingMiss = conn, nil, false, 0
 	close(c.ready)
 	lost := c.lost
 	c.mu.Unlock()
@@ -379,8 +386,13 @@ func (c *client) connected(ctx context.Context, cmd string) (*websocket.Conn, ch
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		conn, ready, lost, refused, refusals := c.conn, c.ready, c.lost, c.refused, c.refusals
+		conn, ready, lost, refused, refusals, kicked := c.conn, c.ready, c.lost, c.refused, c.refusals, c.kicked
 		c.mu.Unlock()
+		if kicked {
+			// Another process subscribed the robot: this connection takes no command, and this
+			// process is (or is about to be) no longer the robot's holder. Certain: nothing sent.
+			return nil, nil, profile.Errorf(profile.CodeTargetUnavailable, "wecom %s: the robot's connection was taken over by another process", cmd)
+		}
 		if conn != nil {
 			return conn, lost, nil
 		}
@@ -396,6 +408,14 @@ func (c *client) connected(ctx context.Context, cmd string) (*websocket.Conn, ch
 			return nil, nil, profile.Errorf(profile.CodeTargetUnavailable, "wecom %s: no connection within %s", cmd, c.timing.Connect)
 		}
 	}
+}
+
+// replaced reports whether conn is no longer the robot's subscribed connection here: another
+// process subscribed (a disconnected_event came), or the connection ended.
+func (c *client) replaced(conn *websocket.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kicked || c.conn != conn
 }
 
 // request sends a command and waits for its answer. Commands of one req_id go one at a time,
@@ -449,7 +469,12 @@ func (c *client) requestLocked(ctx context.Context, cmd, reqID string, body any)
 	select {
 	case f := <-answer:
 		if f.Errcode != nil && *f.Errcode != 0 {
-			return nil, ackErr(&refusal{cmd: cmd, code: *f.Errcode, msg: f.Errmsg})
+			r := &refusal{cmd: cmd, code: *f.Errcode, msg: f.Errmsg}
+			if errcodes[r.code] == profile.CodeTargetAuthFailed && c.replaced(conn) {
+				// Refused because another process subscribed meanwhile: not the credentials.
+				return nil, &wrapped{profile.Errorf(profile.CodeTargetUnavailable, "wecom %s: the robot's connection was taken over", cmd), r}
+			}
+			return nil, ackErr(r)
 		}
 		return f.Body, nil
 	case <-lost:
@@ -501,6 +526,29 @@ func (c *client) spend(conv string, final bool) error {
 	}
 	c.sent[conv] = append(ts, now)
 	return nil
+}
+
+// budgeted sends one command of conv within its budget (spend): the reply or push it took is
+// given back when the command certainly did not go out (no connection, taken over), and kept
+// when WeCom answered it or may have. locked: the caller holds reqID's order (lockReq).
+func (c *client) budgeted(ctx context.Context, conv string, final, locked bool, cmd, reqID string, body any) error {
+	if err := c.spend(conv, final); err != nil {
+		return err
+	}
+	var err error
+	if locked {
+		_, err = c.requestLocked(ctx, cmd, reqID, body)
+	} else {
+		_, err = c.request(ctx, cmd, reqID, body)
+	}
+	if err != nil && !adapter.IsAmbiguous(err) && codeOf(err) == 0 {
+		c.mu.Lock()
+		if ts := c.sent[conv]; len(ts) > 0 {
+			c.sent[conv] = ts[:len(ts)-1]
+		}
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // takeReply is the req_id an answer (stream id sid) replies with in conv, and the stream id it

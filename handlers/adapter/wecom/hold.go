@@ -27,7 +27,7 @@ import (
 // client.
 
 // linger keeps a robot's connection open after its last use, for the next poll loop or call.
-const linger = 2 * time.Second
+const linger = time.Second
 
 // The calls a channel makes on the connection.
 const (

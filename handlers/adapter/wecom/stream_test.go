@@ -390,3 +390,35 @@ func TestWeCom_ExpiredStreamSendsNoMorePreviews(t *testing.T) {
 		t.Fatalf("the person sees %+v, want the stream then the final proactive", seen)
 	}
 }
+
+// Another process subscribing the robot takes its connection over: this process's calls are
+// then target_unavailable, retryable and certain (never target_auth_failed, which would refuse
+// the answer for good), until it subscribes again after Retake.
+func TestWeCom_TakenOverConnectionRefusesCallsRetryably(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	c := newConversation(t, fake, nil)
+	c.say(t, "hello")
+	other := wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
+	t.Cleanup(func() { _ = other.Close() })
+	ch := adapter.Channel{ID: "wc_other", Target: adapter.Binding{Adapter: wecom.Name, Config: config(t, fake, c.bot, map[string]any{"user_id": c.user})}}
+	stop := poll(t, other, adaptertest.NewFeed(adaptertest.NewFiles(), ch))
+	waitFor(t, "the other process's subscribe", func() bool {
+		n := 0
+		for _, f := range fake.Frames() {
+			if f.Cmd == "aibot_subscribe" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	_, err := c.tg.Send(ctxT(t), adapter.Message{Text: "answer", Final: true, IdempotencyKey: "ch:taken"})
+	if pe := profile.AsError(err); err == nil || pe.Code != profile.CodeTargetUnavailable || !pe.Retryable || adapter.IsAmbiguous(err) {
+		t.Fatalf("a send on the taken-over connection: %v, want target_unavailable, retryable, certain", err)
+	}
+	stop() // the other process lets go; this one subscribes again after Retake
+	waitFor(t, "the send goes through again", func() bool {
+		_, err := c.tg.Send(ctxT(t), adapter.Message{Text: "answer", Final: true, IdempotencyKey: "ch:taken"})
+		return err == nil
+	})
+}

@@ -19,7 +19,7 @@ import (
 var people atomic.Int64
 
 // fast is the long connection's timing in tests: quick reconnections.
-var fast = wecom.Timing{Ping: time.Second, Answer: 2 * time.Second, Connect: 5 * time.Second, MaxBackoff: 500 * time.Millisecond, ThinkGrace: 200 * time.Millisecond}
+var fast = wecom.Timing{Ping: time.Second, Answer: 2 * time.Second, Connect: 5 * time.Second, MaxBackoff: 500 * time.Millisecond, Retake: 500 * time.Millisecond, ThinkGrace: 200 * time.Millisecond}
 
 // The universal adapter suite against the WeCom fake: each chat is a person's single chat with
 // one robot. The person wrote to it before, not since the binding, so answers are proactive

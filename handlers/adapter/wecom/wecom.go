@@ -228,10 +228,7 @@ func over(err error) bool {
 // messages of their own; an empty stream message is never sent.
 func (l *line) filesOnly(ctx context.Context, sid, req string, files []adapter.File) error {
 	if l.cli.streamStarted(sid) && l.cli.streamAge(sid) <= streamLife-10*time.Second {
-		if err := l.cli.spend(l.cfg.conversation(), true); err != nil {
-			return err
-		}
-		if _, err := l.cli.request(ctx, cmdRespond, req, thinkFrame(sid, thinkContent(""), true)); err != nil && !over(err) {
+		if err := l.cli.budgeted(ctx, l.cfg.conversation(), true, false, cmdRespond, req, thinkFrame(sid, thinkContent(""), true)); err != nil && !over(err) {
 			return err
 		}
 	}
@@ -240,12 +237,8 @@ func (l *line) filesOnly(ctx context.Context, sid, req string, files []adapter.F
 
 // frame sends one stream frame: aibot_respond_msg with req and the stream's whole content.
 func (l *line) frame(ctx context.Context, sid, req, text string, finish bool) error {
-	if err := l.cli.spend(l.cfg.conversation(), finish); err != nil {
-		return err
-	}
 	body := map[string]any{"msgtype": "stream", "stream": map[string]any{"id": sid, "finish": finish, "content": render(text)}}
-	_, err := l.cli.request(ctx, cmdRespond, req, body)
-	return err
+	return l.cli.budgeted(ctx, l.cfg.conversation(), finish, false, cmdRespond, req, body)
 }
 
 // proactive sends m as aibot_send_msg markdown messages (split), then its files; the first
@@ -286,11 +279,7 @@ func (l *line) push(ctx context.Context, reqID, text string) error {
 
 // send is one aibot_send_msg within the conversation's budget.
 func (l *line) send(ctx context.Context, reqID string, body map[string]any) error {
-	if err := l.cli.spend(l.cfg.conversation(), true); err != nil {
-		return err
-	}
-	_, err := l.cli.request(ctx, cmdSend, reqID, body)
-	return err
+	return l.cli.budgeted(ctx, l.cfg.conversation(), true, false, cmdSend, reqID, body)
 }
 
 // errNoFiles: a final with files, and no file source to read them from.
