@@ -3,7 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +12,6 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/dingtalk"
 	"github.com/ximd/ximd/handlers/adapter/dingtalk/dingtalktest"
 	"github.com/ximd/ximd/internal/testkit"
-	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )
 
@@ -73,52 +72,16 @@ func TestFault_DingTalkKillNineCardsOnceNoneLost(t *testing.T) {
 	})
 
 	// The person writes as long as the kills go on.
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-			write(fmt.Sprintf("question %d", i))
-			time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
-		}
-	}()
+	posted := writeWhile(killed, 50*time.Millisecond, 150*time.Millisecond, func(i int) { write(fmt.Sprintf("question %d", i)) })
 
-	ag := x.agent(t)
-	ag.messages = map[string]profile.Message{}
-	defer ag.close()
-	acks := map[string]string{}
-	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-		text := fmt.Sprintf("answer %d: streamed into a card, then final", i)
-		acks[text] = ag.answer(ctx, "dt", fmt.Sprintf("m_%03d", i), text, true)
-	}
-	<-killed
-	<-posted
-	mu.Lock()
-	want := map[string]bool{}
-	for mid := range written {
-		want[mid] = true
-	}
-	mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(want) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
+	ag, acks, want := x.answerAndHear(t, ctx, "dt", "answer %d: streamed into a card, then final", killed, posted, maps.Keys(written))
 
 	// The person's messages: each reached xAgent, under its own message_id, with its text.
-	lost, strange, wrong, repeated := 0, 0, 0, 0
+	lost, strange, repeated := ag.tally(want)
+	wrong := 0
 	for mid, text := range written {
-		switch {
-		case ag.heard[mid] == 0:
-			lost++
-		case ag.messages[mid].Text != text:
+		if ag.heard[mid] != 0 && ag.messages[mid].Text != text {
 			wrong++
-		}
-	}
-	for mid, n := range ag.heard {
-		if !want[mid] {
-			strange++
-		}
-		if n > 1 {
-			repeated++ // delivered again to xAgent (at least once), under the same message_id
 		}
 	}
 
@@ -142,18 +105,7 @@ func TestFault_DingTalkKillNineCardsOnceNoneLost(t *testing.T) {
 		}
 		shown[text]++
 	}
-	var twice, missing []string
-	unknown := 0
-	for text, status := range acks {
-		switch {
-		case status == profile.CodeDeliveryOutcomeUnknown:
-			unknown++
-		case shown[text] > 1:
-			twice = append(twice, text)
-		case shown[text] == 0:
-			missing = append(missing, text)
-		}
-	}
+	twice, missing, unknown, _ := answersShown(acks, shown)
 	t.Logf("summary: test=DingTalkKillNine cycles=%d faults=%d in_doubt_kills=%d written=%d written_while_down=%d user_lost=%d user_strange=%d user_wrong=%d user_redelivered=%d answers=%d cards=%d outcome_unknown=%d shown_twice=%d missing=%d unsettled=%d stray=%d reconnects=%d",
 		cycles, faults.Load(), inDoubt.Load(), len(written), whileDown, lost, strange, wrong, repeated, len(acks), len(cards), unknown,
 		len(twice), len(missing), len(unsettled), len(stray), ag.reconnects)

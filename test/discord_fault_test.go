@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter/discord/discordtest"
-	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )
 
@@ -68,49 +67,10 @@ func TestFault_DiscordKillNineMessagesOnceAnswersNeverTwice(t *testing.T) {
 	})
 
 	// The person writes as long as the kills go on.
-	writing := make(chan struct{})
-	go func() {
-		defer close(writing)
-		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-			post(i, "message")
-			time.Sleep(time.Duration(30+rand.IntN(100)) * time.Millisecond)
-		}
-	}()
+	writing := writeWhile(killed, 30*time.Millisecond, 100*time.Millisecond, func(i int) { post(i, "message") })
 
-	ag := x.agent(t)
-	ag.messages = map[string]profile.Message{}
-	defer ag.close()
-	acks := map[string]string{}
-	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-		text := fmt.Sprintf("answer %d: streamed, then final", i)
-		acks[text] = ag.answer(ctx, "dc", fmt.Sprintf("m_%03d", i), text, true)
-	}
-	<-killed
-	<-writing
-	mu.Lock()
-	want := map[string]bool{}
-	for mid := range posted {
-		want[mid] = true
-	}
-	mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(want) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
-	lost, strange, again := 0, 0, 0
-	for mid := range want {
-		if ag.heard[mid] == 0 {
-			lost++
-		}
-	}
-	for mid, k := range ag.heard {
-		if !want[mid] {
-			strange++
-		}
-		if k > 1 {
-			again++ // delivered again under the same message_id (an ack a kill cut off): xAgent dedupes it
-		}
-	}
+	ag, acks, want := x.answerAndHear(t, ctx, "dc", "answer %d: streamed, then final", killed, writing, maps.Keys(posted))
+	lost, strange, again := ag.tally(want)
 	shown := map[string]int{}
 	leftovers := 0
 	for _, m := range fake.Messages(ch) {
@@ -122,21 +82,7 @@ func TestFault_DiscordKillNineMessagesOnceAnswersNeverTwice(t *testing.T) {
 		}
 		shown[m.Content]++
 	}
-	var twice, missing []string
-	unknown, duplicate := 0, 0
-	for text, status := range acks {
-		if status == profile.AckDuplicate {
-			duplicate++ // acked once before a kill cut the answer off
-		}
-		switch {
-		case shown[text] > 1:
-			twice = append(twice, text)
-		case status == profile.CodeDeliveryOutcomeUnknown:
-			unknown++
-		case shown[text] == 0:
-			missing = append(missing, text)
-		}
-	}
+	twice, missing, unknown, duplicate := answersShown(acks, shown)
 	t.Logf("summary: test=DiscordKillNine cycles=%d faults=%d messages=%d while_down=%d messages_lost=%d messages_strange=%d redelivered=%d answers=%d acked_duplicate=%d outcome_unknown=%d shown_twice=%d missing=%d leftovers=%d reconnects=%d",
 		cycles, faults.Load(), len(want), whileDown.Load(), lost, strange, again, len(acks), duplicate, unknown, len(twice), len(missing), leftovers, ag.reconnects)
 	if lost > 0 || strange > 0 || len(twice) > 0 || len(missing) > 0 || unknown > 0 || leftovers > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,10 +111,7 @@ func TestMatrix_KillNineNeverTwiceNeverLost(t *testing.T) {
 		want[matrix.MessageIDOf(ev)] = true
 	}
 	mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(want) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
+	ag.hearAll(ctx, want)
 	lost := 0
 	for i, ev := range asked {
 		if ag.heard[matrix.MessageIDOf(ev)] == 0 {
@@ -506,6 +504,96 @@ func (g *faultAgent) heardAll(want map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// hearAll listens until it has heard every message_id of want, 60 s at most.
+func (g *faultAgent) hearAll(ctx context.Context, want map[string]bool) {
+	deadline := time.Now().Add(60 * time.Second)
+	for !g.heardAll(want) && time.Now().Before(deadline) {
+		g.listen(ctx, time.Second)
+	}
+}
+
+// writeWhile writes as a person while the kills go on (until killed closes) and 10 times at
+// least: write(i) for i = 0, 1, …, in a goroutine of its own, pause and up to jitter (> 0) more
+// apart. The channel it returns closes after the last.
+func writeWhile(killed <-chan struct{}, pause, jitter time.Duration, write func(i int)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+			write(i)
+			time.Sleep(pause + rand.N(jitter))
+		}
+	}()
+	return done
+}
+
+// answerAndHear plays xAgent (with the messages it hears kept) to the end of a kill -9 loop:
+// while the kills go on, and 10 times at least, it answers on channel with
+// fmt.Sprintf(answer, i) as message_id m_%03d (streamed, then final, until acked); once the
+// kills and the person's writing are over (killed and writing closed), it hears every
+// message_id of written, which it ranges only then (hearAll). It returns the agent, closed
+// when the test ends, each answer's ack status (or its refusal code) by the answer's text, and
+// the message_ids it waited for.
+func (x *allInOne) answerAndHear(t *testing.T, ctx context.Context, channel, answer string, killed, writing <-chan struct{}, written iter.Seq[string]) (ag *faultAgent, acks map[string]string, want map[string]bool) {
+	ag = x.agent(t)
+	ag.messages = map[string]profile.Message{}
+	t.Cleanup(ag.close)
+	acks = map[string]string{}
+	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
+		text := fmt.Sprintf(answer, i)
+		acks[text] = ag.answer(ctx, channel, fmt.Sprintf("m_%03d", i), text, true)
+	}
+	<-killed
+	<-writing
+	want = map[string]bool{}
+	for mid := range written {
+		want[mid] = true
+	}
+	ag.hearAll(ctx, want)
+	return ag, acks, want
+}
+
+// tally counts the message_ids of want never heard (lost), those heard that want does not
+// hold (strange), and those heard more than once (again: delivered again under the same
+// message_id, as after an ack a kill cut off, which xAgent dedupes).
+func (g *faultAgent) tally(want map[string]bool) (lost, strange, again int) {
+	for mid := range want {
+		if g.heard[mid] == 0 {
+			lost++
+		}
+	}
+	for mid, k := range g.heard {
+		if !want[mid] {
+			strange++
+		}
+		if k > 1 {
+			again++
+		}
+	}
+	return lost, strange, again
+}
+
+// answersShown sorts the answers (acks, by text) by how often the chat shows each (shown, by
+// text): twice are those shown more than once; of the others, unknown counts those refused
+// delivery_outcome_unknown and missing are those never shown. duplicate counts the answers
+// acked duplicate (acked once before a kill cut the answer off).
+func answersShown(acks map[string]string, shown map[string]int) (twice, missing []string, unknown, duplicate int) {
+	for text, status := range acks {
+		if status == profile.AckDuplicate {
+			duplicate++
+		}
+		switch {
+		case shown[text] > 1:
+			twice = append(twice, text)
+		case status == profile.CodeDeliveryOutcomeUnknown:
+			unknown++
+		case shown[text] == 0:
+			missing = append(missing, text)
+		}
+	}
+	return twice, missing, unknown, duplicate
 }
 
 // held is how long a platform fake holds an applied call's answer: a minute (past the call's

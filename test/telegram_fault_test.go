@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter/telegram"
 	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
-	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )
 
@@ -47,66 +46,21 @@ func TestTelegram_KillNineUserPhotosOnceAnswersNeverTwice(t *testing.T) {
 	// The person sends photos as long as the kills go on.
 	var mu sync.Mutex
 	photos := map[string][]byte{} // message_id -> bytes
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-			data := []byte(fmt.Sprintf("photo %d %s", i, bytes.Repeat([]byte{byte(i)}, 512)))
-			id := fake.PostFile(chat, alice, "photo", fmt.Sprintf("photo %d", i), "", data)
-			mu.Lock()
-			photos[telegram.MessageIDOf(chat, id)] = data
-			mu.Unlock()
-			time.Sleep(time.Duration(30+rand.IntN(100)) * time.Millisecond)
-		}
-	}()
+	posted := writeWhile(killed, 30*time.Millisecond, 100*time.Millisecond, func(i int) {
+		data := []byte(fmt.Sprintf("photo %d %s", i, bytes.Repeat([]byte{byte(i)}, 512)))
+		id := fake.PostFile(chat, alice, "photo", fmt.Sprintf("photo %d", i), "", data)
+		mu.Lock()
+		photos[telegram.MessageIDOf(chat, id)] = data
+		mu.Unlock()
+	})
 
-	ag := x.agent(t)
-	ag.messages = map[string]profile.Message{}
-	defer ag.close()
-	acks := map[string]string{}
-	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {
-		text := fmt.Sprintf("answer %d: streamed, then final", i)
-		acks[text] = ag.answer(ctx, "tg", fmt.Sprintf("m_%03d", i), text, true)
-	}
-	<-killed
-	<-posted
-	mu.Lock()
-	want := map[string]bool{}
-	for mid := range photos {
-		want[mid] = true
-	}
-	mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(want) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
-	lost, strange := 0, 0
-	for mid := range want {
-		if ag.heard[mid] == 0 {
-			lost++
-		}
-	}
-	for mid := range ag.heard {
-		if !want[mid] {
-			strange++
-		}
-	}
+	ag, acks, want := x.answerAndHear(t, ctx, "tg", "answer %d: streamed, then final", killed, posted, maps.Keys(photos))
+	lost, strange, _ := ag.tally(want)
 	shown := map[string]int{}
 	for _, m := range fake.Messages(chat) {
 		shown[m.Text]++
 	}
-	var twice, missing []string
-	unknown := 0
-	for text, status := range acks {
-		switch {
-		case shown[text] > 1:
-			twice = append(twice, text)
-		case status == profile.CodeDeliveryOutcomeUnknown:
-			unknown++
-		case shown[text] == 0:
-			missing = append(missing, text)
-		}
-	}
+	twice, missing, unknown, _ := answersShown(acks, shown)
 	t.Logf("summary: test=TelegramKillNine cycles=%d faults=%d photos=%d photos_lost=%d photos_doubled=%d answers=%d outcome_unknown=%d shown_twice=%d missing=%d reconnects=%d",
 		cycles, faults.Load(), len(want), lost, strange, len(acks), unknown, len(twice), len(missing), ag.reconnects)
 	if lost > 0 || strange > 0 || len(twice) > 0 || len(missing) > 0 {

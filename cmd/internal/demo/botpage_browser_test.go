@@ -1,16 +1,13 @@
 package demo_test
 
 import (
-	"context"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/ximd/ximd/cmd/internal/agent"
 	"github.com/ximd/ximd/cmd/internal/demo"
 	"github.com/ximd/ximd/internal/testkit"
 )
@@ -20,13 +17,7 @@ import (
 // conversation (the visitor cookie); another browser profile is another visitor with a
 // conversation of its own.
 func TestWebchatBotPageInBrowser(t *testing.T) {
-	chrome := chromiumPath()
-	if chrome == "" && os.Getenv("XIMD_REQUIRE_BROWSER") != "" {
-		t.Fatal("XIMD_REQUIRE_BROWSER is set (CI) but there is no Chromium or Chrome on PATH")
-	}
-	if chrome == "" {
-		t.Skip("no Chromium or Chrome on PATH: the browser test needs one; CI installs the Debian package chromium")
-	}
+	browser := newBrowser(t, 800, 800)
 	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -42,50 +33,16 @@ func TestWebchatBotPageInBrowser(t *testing.T) {
 	}
 	cfg := demo.AgentConfig(n.Addr, n.Token)
 	cfg.Think, cfg.Delay = 100*time.Millisecond, 20*time.Millisecond
-	agentOut := &testkit.SyncBuffer{}
-	actx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); agent.New(cfg, agentOut, agentOut).Run(actx) }()
-	t.Cleanup(func() { stopAgent(); <-agentDone })
+	startAgent(t, cfg)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(800, 800))...)
-	defer cancelAlloc()
 	page := "http://" + n.Addr + "/webchat/bots/site"
-	visitor := func(name string) (run func(...chromedp.Action[chromedp.Void]), eventually func(string, string)) {
-		bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithErrorf(func(string, ...any) {}))
-		t.Cleanup(cancelBrowser)
-		run = func(steps ...chromedp.Action[chromedp.Void]) {
-			t.Helper()
-			if err := chromedp.Do(bctx, steps...); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		eventually = func(what, cond string) {
-			t.Helper()
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](cond))
-				if err == nil && ok {
-					return
-				}
-				if time.Now().After(deadline) {
-					html, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.outerHTML`))
-					t.Fatalf("%s: %s: not within 30s (last error %v); agent:\n%s\npage:\n%s", name, what, err, agentOut, html)
-				}
-				time.Sleep(25 * time.Millisecond)
-			}
-		}
-		return run, eventually
-	}
 	const live = `document.querySelector('#conn').classList.contains('live')`
 	answered := func(text string) string {
 		return `[...document.querySelectorAll('.msg.assistant.final')].some(e => e.querySelector('.text').textContent.includes(` + "'" + text + "'" + `))`
 	}
 
-	run, eventually := visitor("alice")
+	alice := newTab(t, browser, "alice")
+	run, eventually := alice.run, alice.eventually
 	run(chromedp.Navigate(page))
 	eventually("page ready", live+` && document.title === 'Ask the demo'`)
 	run(chromedp.SendKeys(chromedp.ID("input"), "hello from alice"), chromedp.Click(chromedp.ID("send")))
@@ -94,7 +51,8 @@ func TestWebchatBotPageInBrowser(t *testing.T) {
 	run(chromedp.Reload())
 	eventually("alice's conversation after a reload", live+` && `+answered("hello from alice"))
 
-	run2, eventually2 := visitor("bob")
+	bob := newTab(t, browser, "bob")
+	run2, eventually2 := bob.run, bob.eventually
 	run2(chromedp.Navigate(page))
 	eventually2("bob's page ready, empty", live+` && document.querySelectorAll('.msg').length === 0`)
 	run2(chromedp.SendKeys(chromedp.ID("input"), "hello from bob"), chromedp.Click(chromedp.ID("send")))

@@ -38,6 +38,113 @@ func chromiumPath() string {
 	return ""
 }
 
+// newBrowser is a headless Chromium for the test, its windows w×h pixels, for two minutes at
+// most; each newTab of it is a browser of its own (its own profile and cookies). Without
+// Chromium or Chrome on PATH the test is skipped, or fails where XIMD_REQUIRE_BROWSER is set
+// (CI).
+func newBrowser(t *testing.T, w, h int) context.Context {
+	t.Helper()
+	chrome := chromiumPath()
+	if chrome == "" && os.Getenv("XIMD_REQUIRE_BROWSER") != "" {
+		t.Fatal("XIMD_REQUIRE_BROWSER is set (CI) but there is no Chromium or Chrome on PATH")
+	}
+	if chrome == "" {
+		t.Skip("no Chromium or Chrome on PATH (chromium, chromium-browser, google-chrome): the browser test needs one; CI installs the Debian package chromium")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(w, h))...)
+	t.Cleanup(cancelAlloc)
+	return alloc
+}
+
+// tab is a browser tab a test drives; a failure names the tab and shows its page.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context // for chromedp.Run
+	name string          // the tab's name in failures ("": the test's only tab)
+}
+
+// newTab opens a tab in a browser of its own from newBrowser, closed when the test ends.
+func newTab(t *testing.T, browser context.Context, name string) *tab {
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithErrorf(func(string, ...any) {}))
+	t.Cleanup(cancel)
+	return &tab{t: t, ctx: ctx, name: name}
+}
+
+// fatalf fails the test, the message after the tab's name.
+func (b *tab) fatalf(format string, args ...any) {
+	b.t.Helper()
+	if b.name != "" {
+		format, args = "%s: "+format, append([]any{b.name}, args...)
+	}
+	b.t.Fatalf(format, args...)
+}
+
+// run performs steps in the tab; an error fails the test.
+func (b *tab) run(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.fatalf("%v", err)
+	}
+}
+
+// eventually polls the JavaScript expression cond until it is true; not within 30s, the test
+// fails showing the page.
+func (b *tab) eventually(what, cond string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.outerHTML`))
+			b.fatalf("%s: not within 30s (last error %v); page:\n%s", what, err, html)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// screenshot writes a screenshot of the tab to the file the environment variable env names
+// (relative to the module root), when it names one.
+func (b *tab) screenshot(env string) {
+	b.t.Helper()
+	out := os.Getenv(env)
+	if out == "" {
+		return
+	}
+	shot, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.fatalf("%v", err)
+	}
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(moduleRoot(b.t), out)
+	}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot written to %s", out)
+}
+
+// startAgent runs the demo agent with cfg until the test ends, and shows what it wrote when the
+// test failed.
+func startAgent(t *testing.T, cfg agent.Config) {
+	out := &testkit.SyncBuffer{}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); agent.New(cfg, out, out).Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		<-done
+		if t.Failed() {
+			t.Logf("agent output:\n%s", out)
+		}
+	})
+}
+
 // record is one distinct state of the page, pushed by the recorder (recorder.js) on every DOM
 // change: the status line, and the latest assistant bubble (probe names the DOM element).
 type record struct {
@@ -72,13 +179,7 @@ const recorderJS = `(() => {
 })()`
 
 func TestDemoInBrowser(t *testing.T) {
-	chrome := chromiumPath()
-	if chrome == "" && os.Getenv("XIMD_REQUIRE_BROWSER") != "" {
-		t.Fatal("XIMD_REQUIRE_BROWSER is set (CI) but there is no Chromium or Chrome on PATH")
-	}
-	if chrome == "" {
-		t.Skip("no Chromium or Chrome on PATH (chromium, chromium-browser, google-chrome): the browser test needs one; CI installs the Debian package chromium")
-	}
+	browser := newBrowser(t, 960, 900)
 	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -94,45 +195,10 @@ func TestDemoInBrowser(t *testing.T) {
 	// The demo agent, with pauses long enough that every stage is visible to the recorder.
 	cfg := demo.AgentConfig(n.Addr, n.Token)
 	cfg.Think, cfg.Delay = 600*time.Millisecond, 120*time.Millisecond
-	agentOut := &testkit.SyncBuffer{}
-	actx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); agent.New(cfg, agentOut, agentOut).Run(actx) }()
-	t.Cleanup(func() { stopAgent(); <-agentDone })
+	startAgent(t, cfg)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(960, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithErrorf(func(string, ...any) {}))
-	defer cancelBrowser()
-	defer func() {
-		if t.Failed() {
-			t.Logf("agent output:\n%s", agentOut)
-		}
-	}()
-
-	run := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// eventually polls the JavaScript expression cond until it is true (deadline 30s).
-	eventually := func(what, cond string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](cond))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				html, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('main').outerHTML`))
-				t.Fatalf("%s: not within 30s (last error %v); page log:\n%s", what, err, html)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
+	b := newTab(t, browser, "")
+	run, eventually, bctx := b.run, b.eventually, b.ctx
 	const live = `document.querySelector('#conn').classList.contains('live')`
 
 	page := "http://" + n.Addr + path
@@ -213,19 +279,7 @@ func TestDemoInBrowser(t *testing.T) {
 	  return !!q && q.textContent.startsWith('↩ ') && q.textContent.length > 10;
 	})()`)
 
-	if out := os.Getenv("XIMD_SCREENSHOT"); out != "" {
-		shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !filepath.IsAbs(out) {
-			out = filepath.Join(moduleRoot(t), out)
-		}
-		if err := os.WriteFile(out, shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot written to %s", out)
-	}
+	b.screenshot("XIMD_SCREENSHOT")
 
 	if v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`window.__csp`)); err != nil || len(v) > 0 {
 		t.Fatalf("Content-Security-Policy violations on the page: %v %v", v, err)

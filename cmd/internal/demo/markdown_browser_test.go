@@ -3,8 +3,6 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,13 +50,7 @@ func pageStates(answer string) []string {
 // shows it as text, as do the person's own messages; nothing breaks the page's strict CSP.
 // XIMD_SCREENSHOT_MARKDOWN=docs/webchat-markdown.png writes a screenshot.
 func TestWebchatMarkdownInBrowser(t *testing.T) {
-	chrome := chromiumPath()
-	if chrome == "" && os.Getenv("XIMD_REQUIRE_BROWSER") != "" {
-		t.Fatal("XIMD_REQUIRE_BROWSER is set (CI) but there is no Chromium or Chrome on PATH")
-	}
-	if chrome == "" {
-		t.Skip("no Chromium or Chrome on PATH: the browser test needs one; CI installs the Debian package chromium")
-	}
+	browser := newBrowser(t, 960, 900)
 	n, err := testkit.StartNode(testkit.NodeOptions{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -77,32 +69,8 @@ func TestWebchatMarkdownInBrowser(t *testing.T) {
 	}
 	defer xa.Close()
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(960, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithErrorf(func(string, ...any) {}))
-	defer cancelBrowser()
-	run := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually := func(what, cond string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](cond))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				html, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('main').outerHTML`))
-				t.Fatalf("%s: not within 30s (last error %v); page:\n%s", what, err, html)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
+	b := newTab(t, browser, "")
+	run, eventually, bctx := b.run, b.eventually, b.ctx
 	send := func(typ string, payload any) string {
 		t.Helper()
 		pid, err := xa.Send(ctx, channel, typ, payload)
@@ -198,19 +166,7 @@ func TestWebchatMarkdownInBrowser(t *testing.T) {
 	    a[1].textContent.includes('<img src=x onerror=window.__xss=2>') && !document.querySelector('.msg .text img');
 	})()`)
 
-	if out := os.Getenv("XIMD_SCREENSHOT_MARKDOWN"); out != "" {
-		shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !filepath.IsAbs(out) {
-			out = filepath.Join(moduleRoot(t), out)
-		}
-		if err := os.WriteFile(out, shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot written to %s", out)
-	}
+	b.screenshot("XIMD_SCREENSHOT_MARKDOWN")
 	if v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`window.__csp`)); err != nil || len(v) > 0 {
 		t.Fatalf("Content-Security-Policy violations: %v %v", v, err)
 	}

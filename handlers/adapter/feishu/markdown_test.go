@@ -1,15 +1,12 @@
 package feishu_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,66 +25,15 @@ func golden(t *testing.T, name string, got []byte) {
 	adaptertest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
-// indentJSON is the JSON text raw indented, its <, > and & as written.
-func indentJSON(t *testing.T, raw string) []byte {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// fallbacks counts the render fall-backs the adapter reports.
-type fallbacks struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (f *fallbacks) Fallback(adapterName, reason string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	f.n[adapterName+"/"+reason]++
-}
-
-func (f *fallbacks) count() map[string]int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range f.n {
-		out[k] = v
-	}
-	return out
-}
-
-func sample(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "sample.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // markdownWorld is a p2p chat of one app, its fall-backs counted.
-func markdownWorld(t *testing.T, streaming string) (*feishutest.Server, string, adapter.Target, *fallbacks) {
+func markdownWorld(t *testing.T, streaming string) (*feishutest.Server, string, adapter.Target, *adaptertest.Fallbacks) {
 	t.Helper()
 	fake := feishutest.New()
 	t.Cleanup(fake.Close)
 	fake.SetLimits(unlimited)
 	app := fake.AddApp("cli_md", "md-secret", "md bot")
 	chat := fake.AddChat("p2p", "", fake.AddUser("Mei"))
-	fb := &fallbacks{}
+	fb := &adaptertest.Fallbacks{}
 	tg, err := feishu.New(feishu.Options{Common: adapter.Common{Renders: fb}}).Open(config(t, fake.URL(), app, chat, map[string]any{"streaming": streaming}))
 	if err != nil {
 		t.Fatal(err)
@@ -99,18 +45,18 @@ func markdownWorld(t *testing.T, streaming string) (*feishutest.Server, string, 
 // the card's form; the golden file is the card sent.
 func TestMarkdown_FinalIsACardMarkdownElement(t *testing.T) {
 	fake, chat, tg, fb := markdownWorld(t, "none")
-	if _, err := tg.Send(context.Background(), adapter.Message{Text: sample(t), Final: true, IdempotencyKey: "c:md"}); err != nil {
+	if _, err := tg.Send(context.Background(), adapter.Message{Text: adaptertest.Sample(t, "testdata/sample.md"), Final: true, IdempotencyKey: "c:md"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := fake.Messages(chat)
 	if len(msgs) != 1 || msgs[0].MsgType != "interactive" || msgs[0].Card == nil {
 		t.Fatalf("messages %+v: want one card", msgs)
 	}
-	golden(t, "sample.card.golden.json", indentJSON(t, msgs[0].Content))
-	if want := markdown.Parse(sample(t)).Feishu(feishu.CardTables); msgs[0].Card.Text != want {
+	golden(t, "sample.card.golden.json", adaptertest.IndentJSONText(t, msgs[0].Content))
+	if want := markdown.Parse(adaptertest.Sample(t, "testdata/sample.md")).Feishu(feishu.CardTables); msgs[0].Card.Text != want {
 		t.Errorf("the card shows %q, want %q", msgs[0].Card.Text, want)
 	}
-	if n := fb.count(); len(n) != 0 {
+	if n := fb.Count(); len(n) != 0 {
 		t.Errorf("fall-backs %v, want none", n)
 	}
 }
@@ -120,7 +66,7 @@ func TestMarkdown_FinalIsACardMarkdownElement(t *testing.T) {
 func TestMarkdown_StreamedCardEndsAsTheDirectFinal(t *testing.T) {
 	fake, chat, tg, fb := markdownWorld(t, "card")
 	ctx := context.Background()
-	text := sample(t)
+	text := adaptertest.Sample(t, "testdata/sample.md")
 	id, err := tg.Send(ctx, adapter.Message{Text: text[:40], IdempotencyKey: "c:s"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +82,7 @@ func TestMarkdown_StreamedCardEndsAsTheDirectFinal(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Card == nil || msgs[0].Card.Streaming || msgs[0].Card.Text != want {
 		t.Fatalf("messages %+v: want one finished card showing %q", msgs, want)
 	}
-	if n := fb.count(); len(n) != 0 {
+	if n := fb.Count(); len(n) != 0 {
 		t.Errorf("fall-backs %v, want none", n)
 	}
 }
@@ -149,15 +95,15 @@ func TestMarkdown_RefusedCardFallsBackToPlainPostOnce(t *testing.T) {
 	ctx := context.Background()
 	fake.FailNext(feishutest.RouteMessages, 1, http.StatusBadRequest, 230099,
 		"Failed to create card content, ext=ErrCode: 11310; ErrMsg: card table number over limit; ErrorValue: table; ", 0)
-	if _, err := tg.Send(ctx, adapter.Message{Text: sample(t), Final: true, IdempotencyKey: "c:fb"}); err != nil {
+	if _, err := tg.Send(ctx, adapter.Message{Text: adaptertest.Sample(t, "testdata/sample.md"), Final: true, IdempotencyKey: "c:fb"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := fake.Messages(chat)
 	if len(msgs) != 1 || msgs[0].MsgType != "post" || !strings.Contains(msgs[0].Text, "• parse the config") || strings.Contains(msgs[0].Text, "**") {
 		t.Fatalf("messages %+v: want one plain post", msgs)
 	}
-	golden(t, "sample.post.golden.json", indentJSON(t, msgs[0].Content))
-	if n := fb.count(); n["feishu/card_refused"] != 1 || len(n) != 1 {
+	golden(t, "sample.post.golden.json", adaptertest.IndentJSONText(t, msgs[0].Content))
+	if n := fb.Count(); n["feishu/card_refused"] != 1 || len(n) != 1 {
 		t.Fatalf("fall-backs %v, want feishu/card_refused once", n)
 	}
 
@@ -168,7 +114,7 @@ func TestMarkdown_RefusedCardFallsBackToPlainPostOnce(t *testing.T) {
 	if got := len(fake.Messages(chat)); got != 1 {
 		t.Fatalf("%d messages after a server error, want no plain copy", got)
 	}
-	if n := fb.count(); len(n) != 1 || n["feishu/card_refused"] != 1 {
+	if n := fb.Count(); len(n) != 1 || n["feishu/card_refused"] != 1 {
 		t.Fatalf("fall-backs %v after a server error, want none more", n)
 	}
 }

@@ -2,11 +2,11 @@ package matrix
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
 )
@@ -103,11 +103,7 @@ func collapse(h string) string {
 // The Markdown of an HTML rendering of a Markdown text means the same as that text: rendered
 // again it is the same HTML (raw HTML, which a formatted body never holds, aside).
 func FuzzMarkdownOfRoundTrip(f *testing.F) {
-	src, err := os.ReadFile("../markdown/testdata/agent.md")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, s := range strings.Split(string(src), "\n\n") {
+	for _, s := range strings.Split(adaptertest.Sample(f, agentSample), "\n\n") {
 		f.Add(s)
 	}
 	for _, s := range []string{

@@ -1,11 +1,9 @@
 package matrix
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,14 +21,8 @@ func golden(t *testing.T, name string, got []byte) {
 	adaptertest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
-func sample(t *testing.T) string {
-	t.Helper()
-	src, err := os.ReadFile("../markdown/testdata/agent.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(src)
-}
+// agentSample is the shared sample of agent Markdown the golden files render.
+const agentSample = "../markdown/testdata/agent.md"
 
 func eventsOf(t *testing.T, m adapter.Message) []outEvent {
 	t.Helper()
@@ -42,35 +34,22 @@ func eventsOf(t *testing.T, m adapter.Message) []outEvent {
 	return evs
 }
 
-// jsonOf is v as indented JSON, '<' and '>' as themselves (readable golden files).
-func jsonOf(t *testing.T, v any) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // edge-api §7.3: the shared sample's final, and its edit, as the room receives them: body the
 // plain text, formatted_body the HTML (org.matrix.custom.html), both in the edit's m.new_content.
 func TestEventContentGolden(t *testing.T) {
-	m := adapter.Message{Text: sample(t), Final: true, IdempotencyKey: "golden:m1"}
+	m := adapter.Message{Text: adaptertest.Sample(t, agentSample), Final: true, IdempotencyKey: "golden:m1"}
 	evs := eventsOf(t, m)
 	if len(evs) != 1 {
 		t.Fatalf("%d events for the sample, want 1", len(evs))
 	}
-	golden(t, "agent.event.json", jsonOf(t, evs[0].content))
-	golden(t, "agent.edit.json", jsonOf(t, editOf("$first", true, evs[0]).content))
+	golden(t, "agent.event.json", adaptertest.IndentJSON(t, evs[0].content))
+	golden(t, "agent.edit.json", adaptertest.IndentJSON(t, editOf("$first", true, evs[0]).content))
 }
 
 // A person's formatted_body of the shared sample (as the adapter itself writes it) reaches the
 // agent as this Markdown.
 func TestInboundMarkdownGolden(t *testing.T) {
-	golden(t, "agent.inbound.md", []byte(MarkdownOf(markdown.Parse(sample(t)).HTML(markdown.Matrix))+"\n"))
+	golden(t, "agent.inbound.md", []byte(MarkdownOf(markdown.Parse(adaptertest.Sample(t, agentSample)).HTML(markdown.Matrix))+"\n"))
 }
 
 // Every text event carries both forms; a streamed preview is rendered so far (an open fence is a
@@ -84,7 +63,7 @@ func TestEveryTextCarriesHTML(t *testing.T) {
 	text := "# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |"
 	streamed := eventsOf(t, adapter.Message{Text: text, Final: true, IdempotencyKey: "k"})[0].content
 	direct := eventsOf(t, adapter.Message{Text: text, Final: true, IdempotencyKey: "k"})[0].content
-	if string(jsonOf(t, streamed)) != string(jsonOf(t, direct)) {
+	if string(adaptertest.IndentJSON(t, streamed)) != string(adaptertest.IndentJSON(t, direct)) {
 		t.Errorf("a streamed final %v differs from a direct one %v", streamed, direct)
 	}
 	if e := editOf("$x", true, eventsOf(t, adapter.Message{Text: "**a**", Final: true})[0]); e.txn == editOf("$x", true, eventsOf(t, adapter.Message{Text: "a", Final: true})[0]).txn {

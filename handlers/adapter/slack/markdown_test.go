@@ -1,7 +1,6 @@
 package slack_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -28,62 +26,15 @@ func golden(t *testing.T, name string, got []byte) {
 	adaptertest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
-// indentJSON is v as indented JSON, its <, > and & as written.
-func indentJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// fallbacks counts the render fall-backs the adapter reports.
-type fallbacks struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (f *fallbacks) Fallback(adapterName, reason string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	f.n[adapterName+"/"+reason]++
-}
-
-func (f *fallbacks) count() map[string]int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range f.n {
-		out[k] = v
-	}
-	return out
-}
-
-func sample(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "sample.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // markdownWorld is a DM whose channel posts without streaming, with its fall-backs counted.
-func markdownWorld(t *testing.T, streaming string) (*slacktest.Server, string, adapter.Target, *fallbacks) {
+func markdownWorld(t *testing.T, streaming string) (*slacktest.Server, string, adapter.Target, *adaptertest.Fallbacks) {
 	t.Helper()
 	fake := slacktest.New()
 	t.Cleanup(fake.Close)
 	fake.SetLimits(unlimited)
 	bot := fake.AddBot("bot")
 	ch := fake.AddChannel("im", "", fake.AddUser("Dan"))
-	fb := &fallbacks{}
+	fb := &adaptertest.Fallbacks{}
 	tg, err := slack.New(slack.Options{Common: adapter.Common{Renders: fb}}).Open(config(t, fake, bot, ch, "", map[string]any{"activity": "none", "streaming": streaming}))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +46,7 @@ func markdownWorld(t *testing.T, streaming string) (*slacktest.Server, string, a
 // `text` its plain form (never mrkdwn); the golden file is what chat.postMessage carried.
 func TestMarkdown_FinalIsAMarkdownBlockWithPlainText(t *testing.T) {
 	fake, ch, tg, fb := markdownWorld(t, "none")
-	if _, err := tg.Send(context.Background(), adapter.Message{Text: sample(t), Final: true, IdempotencyKey: "c:md"}); err != nil {
+	if _, err := tg.Send(context.Background(), adapter.Message{Text: adaptertest.Sample(t, "testdata/sample.md"), Final: true, IdempotencyKey: "c:md"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := fake.Messages(ch)
@@ -106,11 +57,11 @@ func TestMarkdown_FinalIsAMarkdownBlockWithPlainText(t *testing.T) {
 	if err := json.Unmarshal(msgs[0].Blocks, &blocks); err != nil {
 		t.Fatalf("blocks %s: %v", msgs[0].Blocks, err)
 	}
-	golden(t, "sample.post.golden.json", indentJSON(t, map[string]any{"text": msgs[0].Text, "blocks": blocks}))
-	if msgs[0].Markdown != markdown.Parse(sample(t)).Slack() || strings.Contains(msgs[0].Text, "**") || strings.Contains(msgs[0].Text, "```") {
+	golden(t, "sample.post.golden.json", adaptertest.IndentJSON(t, map[string]any{"text": msgs[0].Text, "blocks": blocks}))
+	if msgs[0].Markdown != markdown.Parse(adaptertest.Sample(t, "testdata/sample.md")).Slack() || strings.Contains(msgs[0].Text, "**") || strings.Contains(msgs[0].Text, "```") {
 		t.Errorf("markdown %q, text %q: want the Markdown in the block and plain text beside it", msgs[0].Markdown, msgs[0].Text)
 	}
-	if n := fb.count(); len(n) != 0 {
+	if n := fb.Count(); len(n) != 0 {
 		t.Errorf("fall-backs %v, want none", n)
 	}
 }
@@ -120,7 +71,7 @@ func TestMarkdown_FinalIsAMarkdownBlockWithPlainText(t *testing.T) {
 func TestMarkdown_StreamCarriesMarkdownText(t *testing.T) {
 	fake, ch, tg, _ := markdownWorld(t, "stream")
 	ctx := context.Background()
-	text := sample(t)
+	text := adaptertest.Sample(t, "testdata/sample.md")
 	id, err := tg.Send(ctx, adapter.Message{Text: text[:40], IdempotencyKey: "c:s"})
 	if err != nil {
 		t.Fatal(err)
@@ -153,14 +104,14 @@ func TestMarkdown_RefusedBlocksFallBackToPlainTextOnce(t *testing.T) {
 	fake, ch, tg, fb := markdownWorld(t, "none")
 	ctx := context.Background()
 	fake.FailNext("chat.postMessage", 1, "invalid_blocks", 0, 0)
-	if _, err := tg.Send(ctx, adapter.Message{Text: sample(t), Final: true, IdempotencyKey: "c:fb"}); err != nil {
+	if _, err := tg.Send(ctx, adapter.Message{Text: adaptertest.Sample(t, "testdata/sample.md"), Final: true, IdempotencyKey: "c:fb"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := fake.Messages(ch)
 	if len(msgs) != 1 || msgs[0].Blocks != nil || !strings.Contains(msgs[0].Text, "• parse the config") || strings.Contains(msgs[0].Text, "**") {
 		t.Fatalf("messages %+v: want one plain message", msgs)
 	}
-	if n := fb.count(); n["slack/invalid_blocks"] != 1 || len(n) != 1 {
+	if n := fb.Count(); n["slack/invalid_blocks"] != 1 || len(n) != 1 {
 		t.Fatalf("fall-backs %v, want slack/invalid_blocks once", n)
 	}
 
@@ -171,7 +122,7 @@ func TestMarkdown_RefusedBlocksFallBackToPlainTextOnce(t *testing.T) {
 	if got := len(fake.Messages(ch)); got != 1 {
 		t.Fatalf("%d messages after an internal_error, want no plain copy", got)
 	}
-	if n := fb.count(); n["slack/invalid_blocks"] != 1 || len(n) != 1 {
+	if n := fb.Count(); n["slack/invalid_blocks"] != 1 || len(n) != 1 {
 		t.Fatalf("fall-backs %v after an internal_error, want none more", n)
 	}
 }
@@ -215,7 +166,7 @@ func TestMarkdown_LongFinalSplitsIntoFittingBlocks(t *testing.T) {
 			t.Errorf("part %d: %d characters of markdown", i, len([]rune(m.Markdown)))
 		}
 	}
-	if n := fb.count(); len(n) != 0 {
+	if n := fb.Count(); len(n) != 0 {
 		t.Errorf("fall-backs %v, want none", n)
 	}
 }

@@ -6,38 +6,20 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
+	"github.com/ximd/ximd/handlers/adapter/adaptertest"
 	"github.com/ximd/ximd/handlers/adapter/telegram"
 	"github.com/ximd/ximd/handlers/adapter/telegram/telegramtest"
 )
-
-// fallbacks records the render fall-backs an adapter counts.
-type fallbacks struct {
-	mu      sync.Mutex
-	reasons []string
-}
-
-func (f *fallbacks) Fallback(adapterName, reason string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reasons = append(f.reasons, adapterName+":"+reason)
-}
-
-func (f *fallbacks) all() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.reasons...)
-}
 
 // mdWorld is a private chat with a bot, and a target for it that counts its fall-backs.
 type mdWorld struct {
 	fake *telegramtest.Server
 	chat int64
-	fb   *fallbacks
+	fb   *adaptertest.Fallbacks
 	tg   adapter.Target
 }
 
@@ -48,7 +30,7 @@ func newMDWorld(t *testing.T, extra map[string]any) *mdWorld {
 	fake.SetLimits(unlimited)
 	bot := fake.AddBot("7301:md-secret", "md_bot")
 	chat := fake.AddChat("private", "", fake.AddUser("Mia").ID)
-	fb := &fallbacks{}
+	fb := &adaptertest.Fallbacks{}
 	cfg := map[string]any{"edits_per_minute": 600}
 	for k, v := range extra {
 		cfg[k] = v
@@ -110,7 +92,7 @@ func TestMarkdown_FinalIsARichMessage(t *testing.T) {
 	if strings.Contains(shown[0].Text, "**") || strings.Contains(shown[0].Text, "|---") {
 		t.Fatalf("the person sees Markdown source: %q", shown[0].Text)
 	}
-	if got := w.fb.all(); len(got) != 0 {
+	if got := w.fb.All(); len(got) != 0 {
 		t.Fatalf("fall-backs %v", got)
 	}
 }
@@ -183,7 +165,7 @@ func TestMarkdown_RichRefusedFallsBackToHTMLOnce(t *testing.T) {
 	if want := []telegramtest.Entity{{Type: "bold", Offset: 0, Length: 4}, {Type: "code", Offset: 9, Length: 4}}; !slices.Equal(shown[0].Entities, want) {
 		t.Fatalf("entities %+v, want %+v", shown[0].Entities, want)
 	}
-	if got := w.fb.all(); !slices.Equal(got, []string{"telegram:rich_unsupported"}) {
+	if got := w.fb.All(); !slices.Equal(got, []string{"telegram/rich_unsupported"}) {
 		t.Fatalf("fall-backs %v", got)
 	}
 	if n := w.calls("sendRichMessage"); n != 1 {
@@ -209,7 +191,7 @@ func TestMarkdown_RichRefusedForItsContentFallsBackToHTML(t *testing.T) {
 	if len(shown) != 1 || shown[0].Form != "html" || !slices.ContainsFunc(shown[0].Entities, func(e telegramtest.Entity) bool { return e.Type == "pre" }) {
 		t.Fatalf("shown %+v, want one HTML message with the table in pre", shown)
 	}
-	if got := w.fb.all(); !slices.Equal(got, []string{"telegram:rich_refused"}) {
+	if got := w.fb.All(); !slices.Equal(got, []string{"telegram/rich_refused"}) {
 		t.Fatalf("fall-backs %v", got)
 	}
 }
@@ -226,7 +208,7 @@ func TestMarkdown_HTMLRefusedFallsBackToPlainOnce(t *testing.T) {
 	if len(shown) != 1 || shown[0].Form != "" || shown[0].Text != "bold link (https://e.org)" {
 		t.Fatalf("shown %+v, want one plain message", shown)
 	}
-	if got := w.fb.all(); !slices.Equal(got, []string{"telegram:rich_unsupported", "telegram:html_refused"}) {
+	if got := w.fb.All(); !slices.Equal(got, []string{"telegram/rich_unsupported", "telegram/html_refused"}) {
 		t.Fatalf("fall-backs %v", got)
 	}
 }
@@ -254,7 +236,7 @@ func TestMarkdown_StreamedMessageKeepsTheFormThatWorked(t *testing.T) {
 	if n := w.calls("sendRichMessage"); n != 1 {
 		t.Fatalf("%d sendRichMessage calls, want the one refused", n)
 	}
-	if got := w.fb.all(); !slices.Equal(got, []string{"telegram:rich_refused"}) {
+	if got := w.fb.All(); !slices.Equal(got, []string{"telegram/rich_refused"}) {
 		t.Fatalf("fall-backs %v", got)
 	}
 }

@@ -389,6 +389,25 @@ func (s *Server) access(w http.ResponseWriter, r *http.Request, bot *User) *chan
 	return c
 }
 
+// onChannel serves a REST call on the path's channel {id}: the request's bot is authenticated
+// (else 401); read, when not nil, reads the request's body before the channel is looked up
+// (false: it wrote the error); then, with s.mu held, serve runs if the bot sees the channel
+// (else 404 10003 or 403 50001, by access).
+func (s *Server) onChannel(w http.ResponseWriter, r *http.Request, read func() bool, serve func(bot *User, c *channel)) {
+	bot := s.auth(w, r)
+	if bot == nil {
+		return
+	}
+	if read != nil && !read() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.access(w, r, bot); c != nil {
+		serve(bot, c)
+	}
+}
+
 // limit takes a slot of the bucket (bot, channel, route) and writes its X-RateLimit-* headers;
 // false after a 429 (with retry_after) or a queued fault was written. Called with s.mu held.
 func (s *Server) limit(w http.ResponseWriter, bot *User, channelID, route string, max int) bool {
@@ -460,55 +479,39 @@ func (s *Server) gatewayBot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
-	bot := s.auth(w, r)
-	if bot == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.access(w, r, bot)
-	if c == nil {
-		return
-	}
-	v := map[string]any{"id": c.id, "type": c.kind, "name": c.name}
-	if c.guild != "" {
-		v["guild_id"] = c.guild
-	}
-	if c.parent != "" {
-		v["parent_id"] = c.parent
-	}
-	writeJSON(w, v)
+	s.onChannel(w, r, nil, func(_ *User, c *channel) {
+		v := map[string]any{"id": c.id, "type": c.kind, "name": c.name}
+		if c.guild != "" {
+			v["guild_id"] = c.guild
+		}
+		if c.parent != "" {
+			v["parent_id"] = c.parent
+		}
+		writeJSON(w, v)
+	})
 }
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
-	bot := s.auth(w, r)
-	if bot == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.access(w, r, bot)
-	if c == nil {
-		return
-	}
-	limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
-	if err != nil || limit < 1 || limit > 100 {
-		limit = 50
-	}
-	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
-	var out []any
-	for _, m := range s.messages[c.id] { // oldest first: the first limit after "after"
-		if id, _ := strconv.ParseUint(m.ID, 10, 64); id > after && len(out) < limit {
-			out = append(out, s.wire(m))
+	s.onChannel(w, r, nil, func(_ *User, c *channel) {
+		limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		if err != nil || limit < 1 || limit > 100 {
+			limit = 50
 		}
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	if out == nil {
-		out = []any{}
-	}
-	writeJSON(w, out)
+		after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+		var out []any
+		for _, m := range s.messages[c.id] { // oldest first: the first limit after "after"
+			if id, _ := strconv.ParseUint(m.ID, 10, 64); id > after && len(out) < limit {
+				out = append(out, s.wire(m))
+			}
+		}
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		if out == nil {
+			out = []any{}
+		}
+		writeJSON(w, out)
+	})
 }
 
 // createBody is what Create Message reads.
@@ -525,137 +528,127 @@ type createBody struct {
 }
 
 func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
-	bot := s.auth(w, r)
-	if bot == nil {
-		return
-	}
 	var body createBody
 	var files []File
-	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "multipart/form-data" {
-		mr := multipart.NewReader(r.Body, params["boundary"])
-		for {
-			p, err := mr.NextPart()
-			if err != nil {
-				break
+	read := func() bool {
+		mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if mt == "multipart/form-data" {
+			mr := multipart.NewReader(r.Body, params["boundary"])
+			for {
+				p, err := mr.NextPart()
+				if err != nil {
+					break
+				}
+				data, _ := io.ReadAll(io.LimitReader(p, 25<<20))
+				switch name := p.FormName(); {
+				case name == "payload_json":
+					_ = json.Unmarshal(data, &body)
+				case strings.HasPrefix(name, "files["):
+					files = append(files, File{Name: p.FileName(), ContentType: p.Header.Get("Content-Type"), Data: data})
+				}
 			}
-			data, _ := io.ReadAll(io.LimitReader(p, 25<<20))
-			switch name := p.FormName(); {
-			case name == "payload_json":
-				_ = json.Unmarshal(data, &body)
-			case strings.HasPrefix(name, "files["):
-				files = append(files, File{Name: p.FileName(), ContentType: p.Header.Get("Content-Type"), Data: data})
-			}
+		} else if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			apiError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON.")
+			return false
 		}
-	} else if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		apiError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON.")
-		return
+		return true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.access(w, r, bot)
-	if c == nil {
-		return
-	}
-	content := ""
-	if body.Content != nil {
-		content = *body.Content
-	}
-	nonce := ""
-	if body.Nonce != nil {
-		nonce = fmt.Sprint(body.Nonce)
-	}
-	if len([]rune(content)) > 2000 || len(nonce) > 25 {
-		apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body")
-		return
-	}
-	if content == "" && len(files) == 0 {
-		apiError(w, http.StatusBadRequest, 50006, "Cannot send an empty message")
-		return
-	}
-	nk := nonceKey{bot.ID, c.id, nonce}
-	if hit, ok := s.nonces[nk]; ok && body.EnforceNonce && nonce != "" && time.Since(hit.at) < s.NonceWindow {
-		for _, m := range s.messages[c.id] {
-			if m.ID == hit.id {
-				s.record(r, 200, content)
-				writeJSON(w, s.wire(m))
-				return
-			}
+	s.onChannel(w, r, read, func(bot *User, c *channel) {
+		content := ""
+		if body.Content != nil {
+			content = *body.Content
 		}
-		apiError(w, http.StatusNotFound, 10008, "Unknown Message")
-		return
-	}
-	if !s.limit(w, bot, c.id, "messages", s.limits.Messages) {
-		s.record(r, 429, content)
-		return
-	}
-	m := &Message{ID: s.nextID(), ChannelID: c.id, Author: *bot, Content: content, Nonce: nonce, Files: files}
-	for i := range m.Files {
-		m.Files[i].ID = s.nextID()
-	}
-	if body.MessageReference != nil && body.MessageReference.MessageID != "" {
-		m.Type, m.ReplyTo = 19, body.MessageReference.MessageID
-	}
-	if body.AllowedMentions == nil || body.AllowedMentions.Parse == nil || len(body.AllowedMentions.Parse) > 0 {
-		m.Mentions = mentionsIn(content) // Discord's default: every mention in the text pings
-	}
-	if nonce != "" && body.EnforceNonce {
-		s.nonces[nk] = nonceHit{id: m.ID, at: time.Now()}
-	}
-	s.add(m)
-	s.record(r, 200, content)
-	writeJSON(w, s.wire(m))
+		nonce := ""
+		if body.Nonce != nil {
+			nonce = fmt.Sprint(body.Nonce)
+		}
+		if len([]rune(content)) > 2000 || len(nonce) > 25 {
+			apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body")
+			return
+		}
+		if content == "" && len(files) == 0 {
+			apiError(w, http.StatusBadRequest, 50006, "Cannot send an empty message")
+			return
+		}
+		nk := nonceKey{bot.ID, c.id, nonce}
+		if hit, ok := s.nonces[nk]; ok && body.EnforceNonce && nonce != "" && time.Since(hit.at) < s.NonceWindow {
+			for _, m := range s.messages[c.id] {
+				if m.ID == hit.id {
+					s.record(r, 200, content)
+					writeJSON(w, s.wire(m))
+					return
+				}
+			}
+			apiError(w, http.StatusNotFound, 10008, "Unknown Message")
+			return
+		}
+		if !s.limit(w, bot, c.id, "messages", s.limits.Messages) {
+			s.record(r, 429, content)
+			return
+		}
+		m := &Message{ID: s.nextID(), ChannelID: c.id, Author: *bot, Content: content, Nonce: nonce, Files: files}
+		for i := range m.Files {
+			m.Files[i].ID = s.nextID()
+		}
+		if body.MessageReference != nil && body.MessageReference.MessageID != "" {
+			m.Type, m.ReplyTo = 19, body.MessageReference.MessageID
+		}
+		if body.AllowedMentions == nil || body.AllowedMentions.Parse == nil || len(body.AllowedMentions.Parse) > 0 {
+			m.Mentions = mentionsIn(content) // Discord's default: every mention in the text pings
+		}
+		if nonce != "" && body.EnforceNonce {
+			s.nonces[nk] = nonceHit{id: m.ID, at: time.Now()}
+		}
+		s.add(m)
+		s.record(r, 200, content)
+		writeJSON(w, s.wire(m))
+	})
 }
 
 func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) {
-	bot := s.auth(w, r)
-	if bot == nil {
-		return
-	}
 	var body createBody
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		apiError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON.")
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.access(w, r, bot)
-	if c == nil {
-		return
-	}
-	var m *Message
-	for _, x := range s.messages[c.id] {
-		if x.ID == r.PathValue("mid") {
-			m = x
+	read := func() bool {
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			apiError(w, http.StatusBadRequest, 50109, "The request body contains invalid JSON.")
+			return false
 		}
+		return true
 	}
-	switch {
-	case m == nil:
-		apiError(w, http.StatusNotFound, 10008, "Unknown Message")
-		return
-	case m.Author.ID != bot.ID:
-		apiError(w, http.StatusForbidden, 50005, "Cannot edit a message authored by another user")
-		return
-	}
-	if body.Content != nil && len([]rune(*body.Content)) > 2000 {
-		apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body")
-		return
-	}
-	if !s.limit(w, bot, c.id, "messages", s.limits.Messages) {
-		s.record(r, 429, "")
-		return
-	}
-	if body.Content != nil {
-		m.Content = *body.Content
-	}
-	m.Edits++
-	if body.AllowedMentions == nil || body.AllowedMentions.Parse == nil || len(body.AllowedMentions.Parse) > 0 {
-		m.Mentions = mentionsIn(m.Content) // an edit re-parses mentions with the defaults
-	} else {
-		m.Mentions = nil
-	}
-	s.record(r, 200, m.Content)
-	writeJSON(w, s.wire(m))
+	s.onChannel(w, r, read, func(bot *User, c *channel) {
+		var m *Message
+		for _, x := range s.messages[c.id] {
+			if x.ID == r.PathValue("mid") {
+				m = x
+			}
+		}
+		switch {
+		case m == nil:
+			apiError(w, http.StatusNotFound, 10008, "Unknown Message")
+			return
+		case m.Author.ID != bot.ID:
+			apiError(w, http.StatusForbidden, 50005, "Cannot edit a message authored by another user")
+			return
+		}
+		if body.Content != nil && len([]rune(*body.Content)) > 2000 {
+			apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body")
+			return
+		}
+		if !s.limit(w, bot, c.id, "messages", s.limits.Messages) {
+			s.record(r, 429, "")
+			return
+		}
+		if body.Content != nil {
+			m.Content = *body.Content
+		}
+		m.Edits++
+		if body.AllowedMentions == nil || body.AllowedMentions.Parse == nil || len(body.AllowedMentions.Parse) > 0 {
+			m.Mentions = mentionsIn(m.Content) // an edit re-parses mentions with the defaults
+		} else {
+			m.Mentions = nil
+		}
+		s.record(r, 200, m.Content)
+		writeJSON(w, s.wire(m))
+	})
 }
 
 // mentionsIn are the user ids of <@id> and <@!id> in text.
@@ -676,23 +669,15 @@ func mentionsIn(text string) []string {
 }
 
 func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
-	bot := s.auth(w, r)
-	if bot == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.access(w, r, bot)
-	if c == nil {
-		return
-	}
-	if !s.limit(w, bot, c.id, "typing", s.limits.Typing) {
-		s.record(r, 429, "")
-		return
-	}
-	s.typing[c.id] = time.Now()
-	s.record(r, 204, "")
-	w.WriteHeader(http.StatusNoContent)
+	s.onChannel(w, r, nil, func(bot *User, c *channel) {
+		if !s.limit(w, bot, c.id, "typing", s.limits.Typing) {
+			s.record(r, 429, "")
+			return
+		}
+		s.typing[c.id] = time.Now()
+		s.record(r, 204, "")
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 func (s *Server) attachment(w http.ResponseWriter, r *http.Request) {

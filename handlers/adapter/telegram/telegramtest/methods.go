@@ -58,17 +58,19 @@ func (s *Server) sendMessage(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	return s.sendText(q, func(m *message) {
+		m.text = text
+		m.setFormat(formOf(q.p.str("parse_mode")), ents)
+	})
+}
+
+// sendText sends a bot's text message (sendMessage, sendRichMessage) to the chat chat_id names,
+// replying and in the topic as asked, once the chat's send budget allows; show fills in what
+// the message shows.
+func (s *Server) sendText(q *request, show func(m *message)) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, e := s.writableChatLocked(q)
-	if e != nil {
-		return nil, e
-	}
-	replyTo, e := replyToLocked(ch, q.p)
-	if e != nil {
-		return nil, e
-	}
-	thread, e := threadLocked(ch, q.p)
+	ch, replyTo, thread, e := s.destinationLocked(q)
 	if e != nil {
 		return nil, e
 	}
@@ -76,8 +78,8 @@ func (s *Server) sendMessage(q *request) (any, *apiError) {
 		return nil, e
 	}
 	m := s.addMessageLocked(ch, q.bot.ID, true)
-	m.text, m.replyTo, m.thread = text, replyTo, thread
-	m.setFormat(formOf(q.p.str("parse_mode")), ents)
+	m.replyTo, m.thread = replyTo, thread
+	show(m)
 	s.publishLocked(ch, m, q.bot)
 	return s.messageJSON(ch, m, 0), nil
 }
@@ -149,6 +151,13 @@ func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
 	if utf16Len(text) > maxText {
 		return nil, badRequest("message is too long")
 	}
+	return s.sendDraft(q, Draft{DraftID: draftID, Text: text, Form: formOf(q.p.str("parse_mode"))})
+}
+
+// sendDraft shows a bot's draft d (sendMessageDraft, sendRichMessageDraft) in the private chat
+// chat_id names, in the topic as asked, once the chat's ephemeral budget allows; it fills in
+// d's From, Thread and At.
+func (s *Server) sendDraft(q *request, d Draft) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch, e := s.writableChatLocked(q)
@@ -165,7 +174,8 @@ func (s *Server) sendMessageDraft(q *request) (any, *apiError) {
 	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
 		return nil, e
 	}
-	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: text, Form: formOf(q.p.str("parse_mode")), Thread: thread, At: s.Now()})
+	d.From, d.Thread, d.At = q.bot.ID, thread, s.Now()
+	ch.drafts = append(ch.drafts, d)
 	return true, nil
 }
 
@@ -217,15 +227,7 @@ func (s *Server) sendMedia(q *request, kind string) (any, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, e := s.writableChatLocked(q)
-	if e != nil {
-		return nil, e
-	}
-	replyTo, e := replyToLocked(ch, q.p)
-	if e != nil {
-		return nil, e
-	}
-	thread, e := threadLocked(ch, q.p)
+	ch, replyTo, thread, e := s.destinationLocked(q)
 	if e != nil {
 		return nil, e
 	}
@@ -338,6 +340,22 @@ func (s *Server) writableChatLocked(q *request) (*chatState, *apiError) {
 		return nil, forbidden("bot was blocked by the user")
 	}
 	return ch, nil
+}
+
+// destinationLocked resolves where a bot's new message goes: the chat chat_id names (written
+// to as writableChatLocked allows), the message it replies to (replyToLocked) and its topic
+// (threadLocked). s.mu is held.
+func (s *Server) destinationLocked(q *request) (ch *chatState, replyTo, thread int, e *apiError) {
+	if ch, e = s.writableChatLocked(q); e != nil {
+		return nil, 0, 0, e
+	}
+	if replyTo, e = replyToLocked(ch, q.p); e != nil {
+		return nil, 0, 0, e
+	}
+	if thread, e = threadLocked(ch, q.p); e != nil {
+		return nil, 0, 0, e
+	}
+	return ch, replyTo, thread, nil
 }
 
 // replyToLocked reads reply_parameters (or the older reply_to_message_id and

@@ -53,28 +53,10 @@ func (s *Server) sendRichMessage(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, e := s.writableChatLocked(q)
-	if e != nil {
-		return nil, e
-	}
-	replyTo, e := replyToLocked(ch, q.p)
-	if e != nil {
-		return nil, e
-	}
-	thread, e := threadLocked(ch, q.p)
-	if e != nil {
-		return nil, e
-	}
-	if e := s.spendLocked(q.bot, ch, spendSend); e != nil {
-		return nil, e
-	}
-	m := s.addMessageLocked(ch, q.bot.ID, true)
-	m.text, m.rich, m.blocks, m.replyTo, m.thread = doc.text, md, doc.blocks, replyTo, thread
-	m.setFormat("rich", nil)
-	s.publishLocked(ch, m, q.bot)
-	return s.messageJSON(ch, m, 0), nil
+	return s.sendText(q, func(m *message) {
+		m.text, m.rich, m.blocks = doc.text, md, doc.blocks
+		m.setFormat("rich", nil)
+	})
 }
 
 // sendRichMessageDraft streams a partial rich message in a private chat (Bot API 10.1), as
@@ -91,24 +73,7 @@ func (s *Server) sendRichMessageDraft(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, e := s.writableChatLocked(q)
-	if e != nil {
-		return nil, e
-	}
-	if ch.kind != "private" {
-		return nil, badRequest("TEXTDRAFT_PEER_INVALID")
-	}
-	thread, e := threadLocked(ch, q.p)
-	if e != nil {
-		return nil, e
-	}
-	if e := s.spendLocked(q.bot, ch, spendEphemeral); e != nil {
-		return nil, e
-	}
-	ch.drafts = append(ch.drafts, Draft{From: q.bot.ID, DraftID: draftID, Text: doc.text, Form: "rich", Rich: md, Thread: thread, At: s.Now()})
-	return true, nil
+	return s.sendDraft(q, Draft{DraftID: draftID, Text: doc.text, Form: "rich", Rich: md})
 }
 
 // setFormat records how a bot's message is shown: "rich", "html" or "" (plain), and the
