@@ -31,7 +31,9 @@ type NATSCluster struct {
 
 // StartNATSCluster writes a config per node (server_name, client/cluster/monitor ports, routes
 // to every node, JetStream store in dir/<name>/jetstream, syncInterval when not 0) and starts
-// them; it returns once the cluster has a meta leader and every node is healthy.
+// them; it returns once the cluster has a meta leader and every node is healthy. A size of 1 is
+// one standalone server (no cluster block: JetStream does not cluster one node), healthy once
+// its /healthz answers 200.
 func StartNATSCluster(ctx context.Context, bin, dir string, size int, syncInterval time.Duration) (*NATSCluster, error) {
 	c := &NATSCluster{}
 	for i := 0; i < size; i++ {
@@ -55,7 +57,10 @@ func StartNATSCluster(ctx context.Context, bin, dir string, size int, syncInterv
 		if err := os.MkdirAll(ndir, 0o755); err != nil {
 			return nil, err
 		}
-		sync := ""
+		sync, cluster := "", ""
+		if size > 1 {
+			cluster = fmt.Sprintf("cluster {\n  name: ximfault\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n", n.ClusterPort, strings.Join(routes, ", "))
+		}
 		if syncInterval > 0 {
 			sync = fmt.Sprintf("  sync_interval: %q\n", syncInterval.String())
 		}
@@ -66,12 +71,7 @@ max_payload: 8MB
 jetstream {
   store_dir: %q
 %s}
-cluster {
-  name: ximfault
-  listen: "127.0.0.1:%d"
-  routes: [%s]
-}
-`, n.Name, n.ClientPort, n.MonitorPort, filepath.Join(ndir, "jetstream"), sync, n.ClusterPort, strings.Join(routes, ", "))
+%s`, n.Name, n.ClientPort, n.MonitorPort, filepath.Join(ndir, "jetstream"), sync, cluster)
 		cf := filepath.Join(ndir, "nats.conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 			return nil, err
@@ -151,6 +151,9 @@ func (c *NATSCluster) healthy(ctx context.Context, streams []string) error {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%s healthz: %d", n.Name, resp.StatusCode)
 		}
+	}
+	if len(c.Nodes) == 1 {
+		return nil // standalone: no meta group, no replicas
 	}
 	var jsz struct {
 		MetaCluster *struct {
