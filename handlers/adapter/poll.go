@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 )
 
 // Poller is optional: an adapter whose users' messages come by polling the platform (Matrix
@@ -22,6 +23,12 @@ type Poller interface {
 	// Poll reads the stream of feed's key for feed's channels until ctx ends.
 	Poll(ctx context.Context, feed Feed) error
 }
+
+// ErrPollMoved is the cause (context.Cause) of a Poll's end when its key moved to another live
+// worker (the live workers changed, or this one is leaving): an adapter whose platform pushes to
+// one connection at a time (WeCom) may go on passing on what it pushes until the new worker
+// takes the connection over, instead of losing it.
+var ErrPollMoved = errors.New("the poll key moved to another worker")
 
 // Feed is what one poll loop reads for: its channels and their inboxes, and the key's position
 // in the platform's stream.

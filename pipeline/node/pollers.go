@@ -69,8 +69,8 @@ type polled struct {
 }
 
 type pollRun struct {
-	version string // the key's channels and their revisions
-	cancel  context.CancelFunc
+	version string                  // the key's channels and their revisions
+	cancel  context.CancelCauseFunc // adapter.ErrPollMoved when the key moves to another worker
 }
 
 func newPollers(reg *channels.Registry, botReg *bots.Registry, admit adapter.Admitter, adapters *adapter.Registry, live func() []string, settled func() bool, self string, inbox func(string) adapter.Inbox, cursors jetstream.KeyValue, prom prometheus.Registerer, logger *slog.Logger) (*pollers, error) {
@@ -105,9 +105,13 @@ func (p *pollers) Run(ctx context.Context) {
 		p.reconcile(ctx)
 		select {
 		case <-ctx.Done():
+			var cause error // the others take the keys over when this worker leaves
+			if len(p.live()) > 1 {
+				cause = adapter.ErrPollMoved
+			}
 			p.mu.Lock()
 			for id, r := range p.running {
-				r.cancel()
+				r.cancel(cause)
 				delete(p.running, id)
 			}
 			p.mu.Unlock()
@@ -135,6 +139,7 @@ func (p *pollers) reconcile(ctx context.Context) {
 	}
 	live := p.live()
 	want := map[pollID]*polled{}
+	elsewhere := map[pollID]bool{} // keys another live worker polls
 	served := 0
 	add := func(ch adapter.Channel, b *adapter.Bot) {
 		a, _ := p.adapters.Lookup(ch.Target.Adapter)
@@ -143,10 +148,14 @@ func (p *pollers) reconcile(ctx context.Context) {
 			return
 		}
 		key := poller.PollKey(ch)
-		if key == "" || owner(live, key) != p.self {
+		if key == "" {
 			return
 		}
 		id := pollID{ch.Target.Adapter, key}
+		if owner(live, key) != p.self {
+			elsewhere[id] = true
+			return
+		}
 		if want[id] == nil {
 			want[id] = &polled{}
 		}
@@ -172,7 +181,11 @@ func (p *pollers) reconcile(ctx context.Context) {
 	defer p.mu.Unlock()
 	for id, r := range p.running {
 		if w, ok := want[id]; !ok || w.version() != r.version {
-			r.cancel()
+			var cause error
+			if elsewhere[id] {
+				cause = adapter.ErrPollMoved
+			}
+			r.cancel(cause)
 			delete(p.running, id)
 		}
 	}
@@ -181,7 +194,8 @@ func (p *pollers) reconcile(ctx context.Context) {
 			continue
 		}
 		a, _ := p.adapters.Lookup(id.adapter)
-		rctx, cancel := context.WithCancel(ctx)
+		// Not from ctx: a loop ends by its cancel only, with its cause (the node's end too).
+		rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		p.running[id] = &pollRun{version: w.version(), cancel: cancel}
 		p.wg.Add(1)
 		go p.loop(rctx, id, &feed{pollers: p, key: id.key, chans: w.chans, bots: w.bots}, a.(adapter.Poller))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -168,26 +169,28 @@ type client struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu       sync.Mutex
-	conn     *websocket.Conn
-	lost     chan struct{} // closed when the current connection ends
-	ready    chan struct{} // closed while a connection is subscribed
-	refused  error         // the last subscribe's refusal (a wrong secret), nil once one succeeds
-	refusals chan struct{} // closed (and made again) at each refused subscribe
-	pending  map[string]chan frame
-	order    map[string]*sync.Mutex // one command at a time per req_id
-	replies  map[string]*reply      // conversation -> its person's latest message
-	streams  map[string]time.Time   // stream id -> its first frame
-	sent     map[string][]time.Time // conversation -> replies and pushes of the last hour
-	inbox    chan callback
-	subbed   bool
-	kicked   bool
-	pingMiss int
+	mu        sync.Mutex
+	conn      *websocket.Conn
+	lost      chan struct{} // closed when the current connection ends
+	ready     chan struct{} // closed while a connection is subscribed
+	refused   error         // the last subscribe's refusal (a wrong secret), nil once one succeeds
+	refusals  chan struct{} // closed (and made again) at each refused subscribe
+	takeovers chan struct{} // closed (and made again) when another process subscribes the robot
+	polls     atomic.Int32  // poll loops reading inbox
+	pending   map[string]chan frame
+	order     map[string]*sync.Mutex // one command at a time per req_id
+	replies   map[string]*reply      // conversation -> its person's latest message
+	streams   map[string]time.Time   // stream id -> its first frame
+	sent      map[string][]time.Time // conversation -> replies and pushes of the last hour
+	inbox     chan callback
+	subbed    bool
+	kicked    bool
+	pingMiss  int
 }
 
 func newClient(c *config, log *slog.Logger, timing Timing) *client {
 	return &client{url: c.wsURL, botID: c.botID, secret: c.secret, log: log, timing: timing.defaults(),
-		ready: make(chan struct{}), lost: make(chan struct{}), refusals: make(chan struct{}), pending: map[string]chan frame{}, order: map[string]*sync.Mutex{},
+		ready: make(chan struct{}), lost: make(chan struct{}), refusals: make(chan struct{}), takeovers: make(chan struct{}), pending: map[string]chan frame{}, order: map[string]*sync.Mutex{},
 		replies: map[string]*reply{}, streams: map[string]time.Time{}, sent: map[string][]time.Time{},
 		inbox: make(chan callback, 1024)}
 }
@@ -366,8 +369,10 @@ func (c *client) callback(cb callback) {
 			c.replies[conv] = &reply{msgID: b.MsgID, reqID: cb.reqID, at: cb.at}
 		}
 	}
-	if b.Event.EventType == "disconnected_event" {
+	if b.Event.EventType == "disconnected_event" && !c.kicked {
 		c.kicked = true
+		close(c.takeovers)
+		c.takeovers = make(chan struct{})
 	}
 	c.mu.Unlock()
 	select {

@@ -3,6 +3,7 @@ package wecom
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -81,15 +82,51 @@ func (a *Adapter) Poll(ctx context.Context, feed adapter.Feed) error {
 	p := adapter.PollStart[*config]{Channels: feed.Channels(), Account: acct}
 	cli, release := a.acquire(acct)
 	defer release()
+	unhold := func() {}
 	if a.Relay != nil {
-		defer a.Relay.Hold(acct.pollKey(), a.serve(cli, acct))()
+		unhold = a.Relay.Hold(acct.pollKey(), a.serve(cli, acct))
 	}
+	cli.polls.Add(1)
 	for {
 		select {
 		case <-ctx.Done():
+			unhold()
+			cli.polls.Add(-1)
+			if errors.Is(context.Cause(ctx), adapter.ErrPollMoved) {
+				a.drain(feed, p, cli)
+			}
 			return ctx.Err()
 		case cb := <-cli.inbox:
 			a.handle(ctx, feed, p, cb)
+		}
+	}
+}
+
+// handOver bounds drain: the worker the robot moved to subscribes within it (it takes a poll
+// key at most a second after the live set changed, or after it started and heard the others).
+const handOver = 3 * time.Second
+
+// drain passes on what the robot's connection still pushes after this poll loop ended because
+// the robot moved to another worker (adapter.ErrPollMoved), until that worker subscribes the
+// robot (a moment later), a poll loop here reads the connection again, or handOver passes:
+// meanwhile WeCom pushes to this connection, and what it pushes would be lost (WeCom pushes a
+// callback once).
+func (a *Adapter) drain(feed adapter.Feed, p adapter.PollStart[*config], cli *client) {
+	ctx, cancel := context.WithTimeout(context.Background(), handOver)
+	defer cancel()
+	cli.mu.Lock()
+	takeovers := cli.takeovers
+	cli.mu.Unlock()
+	for cli.polls.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-takeovers:
+			return
+		case cb := <-cli.inbox:
+			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			a.handle(hctx, feed, p, cb)
+			hcancel()
 		}
 	}
 }

@@ -422,3 +422,36 @@ func TestWeCom_TakenOverConnectionRefusesCallsRetryably(t *testing.T) {
 		return err == nil
 	})
 }
+
+// A poll loop that ends because the robot moved to another worker (adapter.ErrPollMoved) goes on
+// passing on what WeCom pushes to its connection until the other worker subscribes.
+func TestWeCom_MovedPollPassesOnUntilTakenOver(t *testing.T) {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	bot := fake.AddBot("Helper")
+	a := wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
+	t.Cleanup(func() { _ = a.Close() })
+	ch := adapter.Channel{ID: "wc_moved", Target: adapter.Binding{Adapter: wecom.Name, Config: config(t, fake, bot, map[string]any{"user_id": "mo"})}, OpenedAt: nowMilli()}
+	feed := adaptertest.NewFeed(adaptertest.NewFiles(), ch)
+	in := feed.InboxOf(ch.ID)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Poll(ctx, feed) }()
+	waitFor(t, "subscribed", func() bool { return fake.Connected(bot) })
+	cancel(adapter.ErrPollMoved)
+	fake.Say(bot, wecomtest.Single("mo"), "mo", "written during the hand-over", false)
+	waitFor(t, "the message pushed after the loop ended passed on", func() bool { return len(in.Messages()) == 1 })
+	select {
+	case <-done:
+		t.Fatal("the moved loop let go before another process subscribed")
+	default:
+	}
+	other := wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
+	t.Cleanup(func() { _ = other.Close() })
+	poll(t, other, adaptertest.NewFeed(adaptertest.NewFiles(), ch))
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second): // well within the 3 s hand-over bound
+		t.Fatal("the moved loop did not end when the other process subscribed")
+	}
+}
