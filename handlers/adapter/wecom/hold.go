@@ -26,8 +26,10 @@ import (
 // Without a relay (the adapter used on its own) every call runs in this process on the robot's
 // client.
 
-// linger keeps a robot's connection open after its last use, for the next poll loop or call.
-const linger = time.Second
+// linger keeps a robot's connection open after its last use, for the next poll loop or call:
+// a probe's connection at a PUT is the one the poll loop then reads (it starts within a second,
+// or a second after the worker started), with what WeCom pushed to it meanwhile.
+const linger = 5 * time.Second
 
 // The calls a channel makes on the connection.
 const (
