@@ -102,9 +102,9 @@ func TestSlackBot_ThreadTheBotAnsweredInPassesWithoutMention(t *testing.T) {
 	if want := ch + "_" + strings.ReplaceAll(top, ".", "_"); thread.Key() != want {
 		t.Fatalf("key %s, want %s", thread.Key(), want)
 	}
-	if w.feed.Refused(adapter.RefusedNotMentioned) != 1 {
-		t.Fatalf("the top-level message without a mention: refused %d not_mentioned, want 1", w.feed.Refused(adapter.RefusedNotMentioned))
-	}
+	eventually(t, "the top-level message without a mention refused not_mentioned", func() bool {
+		return w.feed.Refused(adapter.RefusedNotMentioned) == 1
+	})
 	// The bot answers in the thread (as the node binds its channel).
 	cfg, err := slack.New(slack.Options{}).Bind(w.b.Target.Config, thread)
 	if err != nil {
