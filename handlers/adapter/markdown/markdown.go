@@ -14,7 +14,8 @@
 // Links are kept only to http, https and mailto URLs ([SafeURL]); an image is its text, linked.
 // A table shown as text ([Telegram], Slack, Feishu past its budget, plain) is aligned in display
 // columns (a CJK character or an emoji takes two). [Split] cuts a long text between top-level
-// blocks so every part renders on its own.
+// blocks, and inside one outside its inline spans (or closing and opening them again), each part
+// carrying the link reference definitions it uses, so every part renders on its own.
 //
 // testdata/corpus holds the shared sample of agent-style Markdown and testdata/golden each form
 // of it (UPDATE_GOLDEN=1 go test rewrites them; review the diff); the tests validate the Telegram
