@@ -1,6 +1,7 @@
 package markdown
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -405,29 +406,48 @@ func (s *splitter) packWrapped(head string, units []line, tail string, inline bo
 // silent pieces only (silent[i]: a definition, which shows nothing) is left out: it would be
 // an empty message.
 func (s *splitter) pack(pieces []string, sep string, silent []bool) []string {
-	var parts []string
-	cur, quiet := "", true
-	flush := func() {
-		if cur != "" && !quiet {
-			parts = append(parts, cur)
-		}
-		cur, quiet = "", true
-	}
+	var ps []string
+	var quiet []bool
 	for i, p := range pieces {
-		if p == "" {
+		if p != "" {
+			ps = append(ps, p)
+			quiet = append(quiet, i < len(silent) && silent[i])
+		}
+	}
+	var parts []string
+	for i := 0; i < len(ps); {
+		end := s.fitting(ps, i, sep)
+		if slices.Contains(quiet[i:end], false) {
+			parts = append(parts, strings.Join(ps[i:end], sep))
+		}
+		i = end
+	}
+	return parts
+}
+
+// fitting is the end of the part that starts with ps[i]: as many pieces as fit (at least one).
+// The pieces that fit are found by doubling the count tried, then halving the gap, so a part of
+// n pieces costs about 2·log n counts rather than n (a count parses the part).
+func (s *splitter) fitting(ps []string, i int, sep string) int {
+	end := i + 1
+	for step := 1; end < len(ps); step *= 2 {
+		next := min(end+step, len(ps))
+		if s.fits(strings.Join(ps[i:next], sep)) {
+			end = next
 			continue
 		}
-		if cur != "" && !s.fits(cur+sep+p) {
-			flush()
+		lo, hi := end, next-1 // the last end that fits is in [lo, hi]
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if s.fits(strings.Join(ps[i:mid], sep)) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
 		}
-		if cur != "" {
-			cur += sep
-		}
-		cur += p
-		quiet = quiet && i < len(silent) && silent[i]
+		return lo
 	}
-	flush()
-	return parts
+	return end
 }
 
 // cutText cuts the source from..to into pieces that fit, by the rules Split gives: at a break

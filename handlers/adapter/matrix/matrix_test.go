@@ -100,9 +100,15 @@ func TestMatrix_SendIsIdempotentAndLookupFindsIt(t *testing.T) {
 	if err := tg.(adapter.Editor).Edit(ctx, first, adapter.Message{Text: "hello world", Final: true, IdempotencyKey: "c:m1"}); err != nil {
 		t.Fatal(err)
 	}
-	shown, found, err = r.Lookup(ctx, "c:m1")
-	if err != nil || !found || shown.ID != first || !shown.Final || !shown.ShowsText("hello world") {
-		t.Fatalf("after the final: %+v %v %v", shown, found, err)
+	// The homeserver indexes the edit a moment after accepting it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		shown, found, err = r.Lookup(ctx, "c:m1")
+		if err == nil && found && shown.ID == first && shown.Final && shown.ShowsText("hello world") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the final: %+v %v %v", shown, found, err)
+		}
 	}
 	// What alice sees: one message, edited to the final text.
 	msgs, err := alice.Client.Messages(ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 50)
