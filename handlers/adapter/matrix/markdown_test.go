@@ -50,10 +50,12 @@ func roomEvents(t *testing.T, u *dendrite.User, room id.RoomID) map[id.EventID]r
 // eventContent is one event's content as alice reads it.
 func eventContent(t *testing.T, u *dendrite.User, room id.RoomID, ev string) richContent {
 	t.Helper()
-	e, err := u.Client.GetEvent(context.Background(), room, id.EventID(ev))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var e *event.Event
+	var err error
+	eventually(t, "the event readable by "+u.Client.UserID.String(), func() bool { // Dendrite serves it a moment after accepting it
+		e, err = u.Client.GetEvent(context.Background(), room, id.EventID(ev))
+		return err == nil
+	})
 	var c richContent
 	if err := json.Unmarshal(e.Content.VeryRaw, &c); err != nil {
 		t.Fatal(err)
