@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/ximd/ximd/handlers/adapter/wecom"
 	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
-	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )
 
@@ -92,48 +92,20 @@ func TestFault_WeComKillNineAnswersNeverTwiceDownMessagesOnce(t *testing.T) {
 	<-posted
 	mu.Lock()
 	defer mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(down) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
+	ag.hearAll(ctx, down)
 	ag.listen(ctx, 2*time.Second) // late doubles
-	downLost, upLost, redelivered, strange := 0, 0, 0, 0
-	for mid := range down {
-		if ag.heard[mid] == 0 {
-			downLost++
-		}
-	}
-	for mid := range up {
-		if ag.heard[mid] == 0 {
-			upLost++
-		}
-	}
-	for mid, k := range ag.heard {
-		if k > 1 {
-			redelivered++
-		}
-		if !up[mid] && !down[mid] {
-			strange++
-		}
-	}
+	written := maps.Clone(up)
+	maps.Copy(written, down)
+	downLost, _, _ := ag.tally(down)
+	lost, strange, redelivered := ag.tally(written)
+	upLost := lost - downLost
 	shown := map[string]int{}
 	for _, p := range people {
 		for _, m := range fake.Messages(bot, wecomtest.Single(p)) {
 			shown[m.Text]++
 		}
 	}
-	var twice, missing []string
-	unknown := 0
-	for text, status := range acks {
-		switch {
-		case shown[text] > 1:
-			twice = append(twice, text)
-		case status == profile.CodeDeliveryOutcomeUnknown:
-			unknown++
-		case shown[text] == 0:
-			missing = append(missing, text)
-		}
-	}
+	twice, missing, unknown, _ := answersShown(acks, shown)
 	t.Logf("summary: test=WeComKillNine cycles=%d faults=%d written_up=%d up_lost=%d written_down=%d down_lost=%d redelivered=%d strange=%d answers=%d outcome_unknown=%d shown_twice=%d missing=%d reconnects=%d",
 		cycles, faults.Load(), len(up), upLost, len(down), downLost, redelivered, strange, len(acks), unknown, len(twice), len(missing), ag.reconnects)
 	if downLost > 0 || strange > 0 || len(twice) > 0 || len(missing) > 0 {

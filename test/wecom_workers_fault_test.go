@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"github.com/ximd/ximd/handlers/adapter/wecom"
 	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
 	"github.com/ximd/ximd/internal/testkit"
-	"github.com/ximd/ximd/profile"
 	"github.com/ximd/ximd/test/faultkit"
 )
 
@@ -289,30 +289,13 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ag.heardAll(down) && time.Now().Before(deadline) {
-		ag.listen(ctx, time.Second)
-	}
+	ag.hearAll(ctx, down)
 	ag.listen(ctx, 2*time.Second) // late doubles
-	downLost, upLost, redelivered, strange := 0, 0, 0, 0
-	for mid := range down {
-		if ag.heard[mid] == 0 {
-			downLost++
-		}
-	}
-	for mid := range up {
-		if ag.heard[mid] == 0 {
-			upLost++
-		}
-	}
-	for mid, k := range ag.heard {
-		if k > 1 {
-			redelivered++
-		}
-		if !up[mid] && !down[mid] {
-			strange++
-		}
-	}
+	written := maps.Clone(up)
+	maps.Copy(written, down)
+	downLost, _, _ := ag.tally(down)
+	lost, strange, redelivered := ag.tally(written)
+	upLost := lost - downLost
 	// Every answer was acked after WeCom answered its call: what is shown is final, but read
 	// until the acked ones are all there (or the deadline).
 	var twice, missing []string
@@ -324,17 +307,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 				shown[m.Text]++
 			}
 		}
-		twice, missing, unknown = nil, nil, 0
-		for text, status := range acks {
-			switch {
-			case shown[text] > 1:
-				twice = append(twice, text)
-			case status == profile.CodeDeliveryOutcomeUnknown:
-				unknown++
-			case shown[text] == 0:
-				missing = append(missing, text)
-			}
-		}
+		twice, missing, unknown, _ = answersShown(acks, shown)
 		return len(missing) == 0
 	})
 	if held() < 0 {
