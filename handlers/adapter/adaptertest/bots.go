@@ -157,9 +157,9 @@ func botMention(t *testing.T, s Setup, bs BotSetup) {
 	if !a.Mentioned {
 		t.Fatalf("arrival %+v: not marked mentioned", a)
 	}
-	if n := feed.Refused(adapter.RefusedNotMentioned); n != 1 {
-		t.Fatalf("refused not_mentioned %d times, want 1 (arrivals %+v)", n, feed.Arrivals())
-	}
+	// The unaddressed message may be taken after the mentioned one (a platform calling a route
+	// delivers its events concurrently).
+	eventually(t, "the unaddressed message refused not_mentioned once", func() bool { return feed.Refused(adapter.RefusedNotMentioned) == 1 })
 }
 
 func botLoops(t *testing.T, s Setup, bs BotSetup) {
