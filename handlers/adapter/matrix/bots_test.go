@@ -411,3 +411,34 @@ func TestMatrix_BotBindsRoomsOfItsAccount(t *testing.T) {
 		t.Fatalf("channel id %s (docs/adapters/matrix.md shows helper-h_t323bmloixk7bpw45ta4zx2v5b)", got)
 	}
 }
+
+// The first poll of an account with only channels (no bot), its room holding more than one
+// sync's timeline: the gap is read back to the channel's binding, every message once (it once
+// indexed the feed's bots, none, and the process died on every start until a cursor was saved).
+func TestMatrix_FirstPollOfALongRoomReadsBackToTheBinding(t *testing.T) {
+	s := dendrite.Start(t, dendrite.Options{})
+	bot := newBotAccount(t, s)
+	alice := register(t, s, "alice")
+	room := s.Room(t, bot, false, alice)
+	ctx := context.Background()
+	if _, err := alice.Client.SendText(ctx, room, "before the binding"); err != nil {
+		t.Fatal(err)
+	}
+	// Bound as if a grace after that message: it lies before what the channel takes.
+	opened := time.Now().Add(adapter.BindGrace + time.Millisecond).UnixMilli()
+	ch := adapter.Channel{ID: "long", Target: adapter.Binding{Adapter: matrix.Name, Config: config(t, s, bot, room, nil)}, OpenedAt: opened}
+	const n = 130 // past one sync's timeline (100)
+	for i := range n {
+		if _, err := alice.Client.SendText(ctx, room, fmt.Sprintf("line %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed := adaptertest.NewFeed(adaptertest.NewFiles(), ch)
+	runPoll(t, matrix.New(matrix.Options{SyncTimeout: 100 * time.Millisecond}), feed)
+	until(t, "every line in the channel", func() bool { return len(feed.InboxOf("long").Messages()) >= n })
+	for i, m := range feed.InboxOf("long").Messages() {
+		if want := fmt.Sprintf("line %d", i); i >= n || m.Text != want {
+			t.Fatalf("message %d is %q, want %q (in order, once each, none before the binding)", i, m.Text, want)
+		}
+	}
+}

@@ -259,9 +259,10 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, since strin
 		if joined.Timeline.Limited && joined.Timeline.PrevBatch != "" {
 			var notBefore int64
 			if since == "" {
-				notBefore = s.botsSince()
 				if bound {
 					notBefore = earliest(chans)
+				} else {
+					notBefore = s.botsSince()
 				}
 			}
 			gap, err := s.acc.gap(ctx, room, joined.Timeline.PrevBatch, since, notBefore)
