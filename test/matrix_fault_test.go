@@ -46,7 +46,7 @@ func TestMatrix_KillNineNeverTwiceNeverLost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	x := startAllInOne(t, ctx, "matrix")
-	n, dir, addr, token := x.node, x.dir, x.node.Addr, x.node.Token
+	n, dir := x.node, x.dir
 	if status, body, err := openMatrix(n, "mx", map[string]any{"homeserver": hs.URL, "access_token": bot.Token, "room_id": string(room)}); err != nil || status != 200 {
 		t.Fatalf("PUT matrix channel: %d %s %v", status, body, err)
 	}
@@ -89,7 +89,7 @@ func TestMatrix_KillNineNeverTwiceNeverLost(t *testing.T) {
 		}
 	}()
 
-	ag := &faultAgent{t: t, addr: addr, token: token, heard: map[string]int{}}
+	ag := x.agent(t)
 	defer ag.close()
 	var unknown, duplicates int
 	answers := 0
@@ -287,7 +287,7 @@ func startAllInOne(t *testing.T, ctx context.Context, name string, env ...string
 
 // agent is xAgent over reconnecting WebSockets to this process.
 func (p *allInOne) agent(t *testing.T) *faultAgent {
-	return &faultAgent{t: t, addr: p.node.Addr, token: p.node.Token, heard: map[string]int{}}
+	return &faultAgent{t: t, addr: p.node.Addr, token: p.node.Token, heard: map[string]int{}, proc: p.Proc}
 }
 
 // inDoubtPlatform is a platform fake as the kill-between-intent-and-outcome test drives it.
@@ -343,6 +343,7 @@ type faultAgent struct {
 	messages   map[string]profile.Message // user message_id -> the message, when not nil
 	reconnects int
 	acks       map[string]string
+	proc       *faultkit.Proc // the process behind addr, its log shown when it stays away
 }
 
 func (g *faultAgent) close() {
@@ -357,6 +358,7 @@ func (g *faultAgent) conn(ctx context.Context) *testkit.Agent {
 		return g.a
 	}
 	g.close()
+	deadline := time.Now().Add(connPatience)
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		a, err := testkit.Dial(dctx, g.addr, g.token)
@@ -366,10 +368,20 @@ func (g *faultAgent) conn(ctx context.Context) *testkit.Agent {
 			g.reconnects++
 			return a
 		}
+		if time.Now().After(deadline) {
+			tail := ""
+			if g.proc != nil {
+				tail = "\n" + g.proc.LogTail(40)
+			}
+			g.t.Fatalf("no WebSocket to ximd at %s in %s: %v%s", g.addr, connPatience, err, tail)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil
 }
+
+// connPatience bounds a reconnection: past a restart's readiness (60 s at most).
+const connPatience = 90 * time.Second
 
 // answer delivers one answer, streamed or direct, until it is acked; it returns the ack's
 // status, or its code when refused for good. A retryable refusal (an error packet, a rejected

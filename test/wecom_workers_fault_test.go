@@ -274,7 +274,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 
 	// xAgent answers about once a second over the six chats: each chat's 30 replies a minute
 	// (previews included) then last through the kills instead of being spent in the first seconds.
-	ag := &faultAgent{t: t, addr: gw.Addr, token: token, heard: map[string]int{}}
+	ag := &faultAgent{t: t, addr: gw.Addr, token: token, heard: map[string]int{}, proc: gw.Proc}
 	defer ag.close()
 	acks := map[string]string{}
 	for i := 0; i < 10 || !faultkit.Closed(killed); i++ {

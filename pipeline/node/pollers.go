@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,7 +229,7 @@ func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller adapter.P
 	wait := pollBackoffMin
 	for {
 		start := time.Now()
-		err := poller.Poll(ctx, f)
+		err := poll(ctx, poller, f, log)
 		if ctx.Err() != nil {
 			log.Info("poll_stopped")
 			return
@@ -246,6 +248,18 @@ func (p *pollers) loop(ctx context.Context, id pollID, f *feed, poller adapter.P
 		}
 		wait = min(2*wait, pollBackoffMax)
 	}
+}
+
+// poll runs one Poll; a panic in it is its error, logged with its stack: one account's
+// unexpected data ends that loop's run, not the process with every other account's.
+func poll(ctx context.Context, poller adapter.Poller, f adapter.Feed, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("poll_panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("poll panicked: %v", r)
+		}
+	}()
+	return poller.Poll(ctx, f)
 }
 
 // feed is one poll loop's adapter.Feed: its key's cursor in KV xim_cursors.
