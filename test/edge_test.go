@@ -15,6 +15,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ximd/ximd/internal/testkit"
+	"github.com/ximd/ximd/pipeline/natstest"
+	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
 )
 
@@ -319,6 +321,29 @@ func TestWS_OversizedFrameRefusedConnectionKeepsWorking(t *testing.T) {
 	}
 	if p, err := testkit.ErrorOf(env); err != nil || p.Code != profile.CodePacketTooLarge {
 		t.Fatalf("%+v %v", env, err)
+	}
+	_, ack := e.final(msg("m_small", "fine"))
+	wantAck(t, ack, profile.AckAccepted, "")
+}
+
+// On a NATS server whose max_payload is NATS's default (1 MiB), a frame within
+// XIM_MAX_PACKET_BYTES (1 MiB) that NATS would refuse with its headers is packet_too_large at the
+// edge (for good: it was `unavailable`, retryable, and xAgent would send it forever); the
+// connection keeps working.
+func TestWS_PacketLimitFollowsTheNATSServersMaxPayload(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Server(t)
+	e := newEnv(t, envOptions{mutate: func(c *node.Config) { c.NATSURL = srv.ClientURL() }})
+	big, _ := testkit.Packet("p_big", e.channel, profile.TypeMessage, msg("m_big", strings.Repeat("x", 1_048_380))) // a frame of 1 MiB less 5 bytes
+	if err := e.agent.SendRaw(context.Background(), big); err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.agent.Next(wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := testkit.ErrorOf(env); err != nil || p.Code != profile.CodePacketTooLarge || !strings.Contains(p.Message, "1032192") {
+		t.Fatalf("%+v %v, want packet_too_large at 1 MiB less 16 KiB", env, err)
 	}
 	_, ack := e.final(msg("m_small", "fine"))
 	wantAck(t, ack, profile.AckAccepted, "")

@@ -734,6 +734,23 @@ func stageConsumerOrPoison(kinds map[string][]string) func(string) bus.Consumer 
 	}
 }
 
+// payloadHeadroom is what a packet gains on its way through NATS over its own size: headers, and
+// the envelope of a call relayed to the process holding a platform connection.
+const payloadHeadroom = 16 << 10
+
+// packetLimit is XIM_MAX_PACKET_BYTES, lowered to what the NATS server's max_payload carries with
+// payloadHeadroom (logged as a warning): a larger packet is then packet_too_large at the edge
+// instead of a publish NATS refuses.
+func (n *Node) packetLimit(nc *nats.Conn, log *slog.Logger) int64 {
+	limit := n.cfg.MaxPacketBytes
+	if fit := nc.MaxPayload() - payloadHeadroom; fit < limit {
+		log.Warn("nats_max_payload_small", "max_payload", nc.MaxPayload(), "max_packet_bytes", n.cfg.MaxPacketBytes, "packet_limit", fit,
+			"fix", fmt.Sprintf("set max_payload to %d or more in the NATS server's config (the embedded server's is 8 MiB), or lower XIM_MAX_PACKET_BYTES", limit+payloadHeadroom))
+		limit = fit
+	}
+	return limit
+}
+
 func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func(context.Context), error) {
 	nc, js, reg, records, outbox, fs, adapters := p.nc, p.js, p.reg, p.records, p.outbox, p.files, p.adapters
 	log := n.logger.With("role", "gateway")
@@ -746,7 +763,8 @@ func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func
 		_, ok, err := reg.Lookup(ctx, id)
 		return ok, err
 	}
-	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: n.cfg.MaxPacketBytes, MaxConnections: n.cfg.MaxConnections, PublishTimeout: n.cfg.PublishTimeout}, nc, profile.Default(), isOpen, n.reg, log)
+	maxPacket := n.packetLimit(nc, log)
+	gw, err := edge.NewGateway(edge.GatewayConfig{ID: n.cfg.Instance, MaxPacketBytes: maxPacket, MaxConnections: n.cfg.MaxConnections, PublishTimeout: n.cfg.PublishTimeout}, nc, profile.Default(), isOpen, n.reg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -758,8 +776,8 @@ func (n *Node) startEdge(ctx context.Context, p *parts, errc chan<- error) (func
 	inbox := func(channel string) adapter.Inbox {
 		return &channelInbox{channel: channel, outbox: outbox, files: fs, catalog: profile.Default(), logger: log}
 	}
-	inbound := edge.NewReceivers(n.cfg.MaxPacketBytes, reg, p.bots, p.admitter, adapters, inbox, n.reg, log)
-	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, botPages{p.bots, p.admitter}, log)
+	inbound := edge.NewReceivers(maxPacket, reg, p.bots, p.admitter, adapters, inbox, n.reg, log)
+	chatPage, chatLink, err := n.webchatPage(ctx, js, reg, adapters, fs, outbox, botPages{p.bots, p.admitter}, maxPacket, log)
 	if err != nil {
 		return nil, err
 	}

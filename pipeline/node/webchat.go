@@ -64,7 +64,7 @@ func (n *Node) openWebchat(js jetstream.JetStream, reg *channels.Registry) (*web
 
 // webchatPage builds the gateway's webchat routes; the page handler's Close ends its event
 // streams (call it before the HTTP server shuts down).
-func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *channels.Registry, adapters *adapter.Registry, fs *files.Store, outbox *handlers.Outbox, bots page.Bots, log *slog.Logger) (*page.Handler, http.Handler, error) {
+func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *channels.Registry, adapters *adapter.Registry, fs *files.Store, outbox *handlers.Outbox, bots page.Bots, maxBody int64, log *slog.Logger) (*page.Handler, http.Handler, error) {
 	a, ok := adapters.Lookup(webchat.Name)
 	chat, isChat := a.(*webchat.Adapter)
 	if !ok || !isChat {
@@ -74,7 +74,7 @@ func (n *Node) webchatPage(ctx context.Context, js jetstream.JetStream, reg *cha
 	if err != nil {
 		return nil, nil, err
 	}
-	h := page.New(page.Config{PublicURL: n.cfg.PublicURL, MaxBodyBytes: n.cfg.MaxPacketBytes, MaxFileBytes: n.cfg.MaxFileBytes,
+	h := page.New(page.Config{PublicURL: n.cfg.PublicURL, MaxBodyBytes: maxBody, MaxFileBytes: n.cfg.MaxFileBytes,
 		Quotas: page.Quotas{MaxStreams: n.cfg.WebchatMaxStreams, MessagesPerMinute: n.cfg.WebchatMessagesPerMinute, UploadBytesPerHour: n.cfg.WebchatUploadBytesPerHour}},
 		reg, chat.Store(), page.NewSecrets(key), fs, outbox, profile.Default(), n.reg, log.With("adapter", webchat.Name))
 	h.SetBots(bots)
