@@ -154,3 +154,29 @@ func TestChannel_PredatesItsBindingLessTheGrace(t *testing.T) {
 		}
 	}
 }
+
+// Offer: every bot is offered the message; the first outcome not Ignored is the message's; an
+// error ends the round.
+func TestOffer_FirstOutcomeThatIsNotIgnored(t *testing.T) {
+	bots := []adapter.Bot{{ID: "other-account"}, {ID: "refuses"}, {ID: "takes"}}
+	outcomes := map[string]adapter.Received{"other-account": adapter.Ignored, "refuses": adapter.Received(adapter.RefusedNotMentioned), "takes": adapter.Accepted}
+	var offered []string
+	got, err := adapter.Offer(bots, func(b adapter.Bot) (adapter.Received, error) {
+		offered = append(offered, b.ID)
+		return outcomes[b.ID], nil
+	})
+	if err != nil || got != adapter.Received(adapter.RefusedNotMentioned) || len(offered) != 3 {
+		t.Fatalf("got %q %v after %v, want the refusal after offering all three", got, err, offered)
+	}
+	if got, err := adapter.Offer(bots[:1], func(adapter.Bot) (adapter.Received, error) { return adapter.Ignored, nil }); err != nil || got != adapter.Ignored {
+		t.Fatalf("nobody's: %q %v", got, err)
+	}
+	offered = nil
+	boom := errors.New("store down")
+	if _, err := adapter.Offer(bots, func(b adapter.Bot) (adapter.Received, error) {
+		offered = append(offered, b.ID)
+		return "", boom
+	}); !errors.Is(err, boom) || len(offered) != 1 {
+		t.Fatalf("error %v after %v, want the first error at once", err, offered)
+	}
+}

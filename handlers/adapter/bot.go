@@ -381,6 +381,23 @@ func (b Bot) Predates(unixMilli int64) bool {
 	return unixMilli < b.OpenedAt-BindGrace.Milliseconds()
 }
 
+// Offer offers one message of a conversation no channel binds to each of bots in turn; offer
+// answers [Ignored] for a bot the message is not for (another account, before its binding). The
+// first outcome that is not Ignored is the message's; the first error ends the round.
+func Offer(bots []Bot, offer func(Bot) (Received, error)) (Received, error) {
+	outcome := Ignored
+	for _, b := range bots {
+		got, err := offer(b)
+		if err != nil {
+			return "", err
+		}
+		if outcome == Ignored {
+			outcome = got
+		}
+	}
+	return outcome, nil
+}
+
 // PolicyChecker is optional for a [BotTaker] whose conversations cannot take every policy (a
 // web page's visitors are anonymous: nobody could approve one): it refuses a bot's policy at PUT
 // with a *profile.Error invalid_descriptor naming the key.

@@ -52,21 +52,13 @@ func (a *Adapter) ProbeBot(ctx context.Context, b adapter.Bot) error {
 // toBots offers a robot message of a conversation no channel PUT binds to each bot of the same
 // app: the first outcome that is not Ignored is the message's.
 func (a *Adapter) toBots(ctx context.Context, m botMessage, bots []adapter.Bot, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
-	outcome := adapter.Ignored
-	for _, b := range bots {
+	return adapter.Offer(bots, func(b adapter.Bot) (adapter.Received, error) {
 		c, err := a.botConfig(b)
 		if err != nil || !same(c) {
-			continue
+			return adapter.Ignored, nil
 		}
-		got, err := a.toBot(ctx, c, b, m, in)
-		if err != nil {
-			return "", err
-		}
-		if outcome == adapter.Ignored {
-			outcome = got
-		}
-	}
-	return outcome, nil
+		return a.toBot(ctx, c, b, m, in)
+	})
 }
 
 // toBot passes a robot message to bot b: conversationType "1" is direct (id: the sender's staff

@@ -133,21 +133,13 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, body []byt
 // toBots offers a message event of a conversation no channel PUT binds to each of bots of the
 // same app (same): the first outcome that is not Ignored is the event's.
 func (a *Adapter) toBots(ctx context.Context, ev msgEvent, bots []adapter.Bot, in adapter.Inboxes, same func(*config) bool) (adapter.Received, error) {
-	outcome := adapter.Ignored
-	for _, b := range bots {
+	return adapter.Offer(bots, func(b adapter.Bot) (adapter.Received, error) {
 		c, err := a.botConfig(b)
 		if err != nil || !same(c) {
-			continue
+			return adapter.Ignored, nil
 		}
-		got, err := a.toBot(ctx, c, b, ev, in)
-		if err != nil {
-			return "", err
-		}
-		if outcome == adapter.Ignored {
-			outcome = got
-		}
-	}
-	return outcome, nil
+		return a.toBot(ctx, c, b, ev, in)
+	})
 }
 
 // toBot passes a message event to bot b (its account c): kind, key, mention and author as
