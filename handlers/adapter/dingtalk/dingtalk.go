@@ -71,6 +71,7 @@ const (
 	flowProcessing = "1"
 	flowInputing   = "2"
 	flowFinished   = "3"
+	flowFailed     = "5"
 )
 
 // Options configure the adapter.
@@ -210,11 +211,24 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 
 // Edit implements adapter.Editor: a delta is a streaming update of the card with the whole text
 // (truncated to the card's limit; the final splits); the final is one more streaming update
-// with isFinalize, then its cards FINISHED.
+// with isFinalize, then its cards FINISHED. A final refused for good leaves the card FAILED,
+// not INPUTING.
 func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
 	if !m.Final {
 		return t.stream(ctx, id, adapter.Truncate(CardText(m.Text), MaxTextLength), false)
 	}
+	err := t.final(ctx, id, m)
+	if _, wait := adapter.RetryAfterOf(err); err != nil && !wait && profile.AsError(err).Code == profile.CodeTargetDeliveryFailed {
+		if _, ferr := t.update(ctx, id, map[string]string{"flowStatus": flowFailed}); ferr != nil {
+			t.a.Logger.Warn("dingtalk_card_not_failed", "out_track_id", id, "err", ferr)
+		}
+	}
+	return err
+}
+
+// final brings a streamed card to its final: the streaming call with isFinalize, the final's
+// files, its cards FINISHED.
+func (t *Target) final(ctx context.Context, id string, m adapter.Message) error {
 	parts := cardParts(m.Text)
 	if err := t.stream(ctx, id, parts[0], true); err != nil {
 		if _, wait := adapter.RetryAfterOf(err); wait || profile.AsError(err).Code != profile.CodeTargetDeliveryFailed {

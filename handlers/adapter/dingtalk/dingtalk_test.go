@@ -85,6 +85,52 @@ func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
 	}
 }
 
+// A streamed card whose final DingTalk refuses for good ends FAILED (edge-api §7.2.6: "a failure
+// after the card exists"), never left INPUTING; a refusal that is a rate limit leaves it for
+// the retry.
+func TestDingTalk_FinalRefusedForGoodLeavesTheCardFailed(t *testing.T) {
+	fake := dingtalktest.New()
+	t.Cleanup(fake.Close)
+	app, cid := fake.AddApp(), fake.AddGroup()
+	tg, err := dingtalk.New(dingtalk.Options{}).Open(config(t, fake, app, cid, "", map[string]any{"card_updates_per_second": 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, _ := adapter.EditorOf(tg)
+	ctx := ctx10(t)
+	status := func(key string) []string {
+		for _, c := range fake.Cards(dingtalktest.GroupSpace(cid)) {
+			if c.OutTrackID == dingtalk.OutTrackID(key, 0) {
+				return c.Statuses
+			}
+		}
+		return nil
+	}
+	id, err := tg.Send(ctx, adapter.Message{Text: "Thinking", IdempotencyKey: "ch:limited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.FailNext("/v1.0/card/instances", 1, 403, "Forbidden.AccessDenied.QpsLimitForApi")
+	if err := ed.Edit(ctx, id, adapter.Message{Text: "done", Final: true, IdempotencyKey: "ch:limited"}); codeOf(err) != profile.CodeTargetRateLimited {
+		t.Fatalf("rate-limited final: %v", err)
+	}
+	if got := status("ch:limited"); !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("a rate-limited final's card went %v, want it INPUTING for the retry", got)
+	}
+
+	id, err = tg.Send(ctx, adapter.Message{Text: "Thinking", IdempotencyKey: "ch:refused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.FailNext("/v1.0/card/instances", 1, 400, "invalidParameter")
+	if err := ed.Edit(ctx, id, adapter.Message{Text: "done", Final: true, IdempotencyKey: "ch:refused"}); codeOf(err) != profile.CodeTargetDeliveryFailed {
+		t.Fatalf("refused final: %v", err)
+	}
+	if got := status("ch:refused"); !slices.Equal(got, []string{"1", "2", "5"}) {
+		t.Fatalf("a refused final's card went %v, want PROCESSING, INPUTING, FAILED", got)
+	}
+}
+
 // A direct final is a card created FINISHED; a long one consecutive cards within the limit.
 func TestDingTalk_DirectFinalIsAFinishedCard(t *testing.T) {
 	fake := dingtalktest.New()
