@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ximd/ximd/handlers/adapter/webhook"
 	"github.com/ximd/ximd/internal/testkit"
 	"github.com/ximd/ximd/pipeline"
 	"github.com/ximd/ximd/pipeline/node"
 	"github.com/ximd/ximd/profile"
+	"github.com/ximd/ximd/subjects"
 )
 
 // putBot PUTs a webhook bot on e's target with the conversations policy and returns the answer.
@@ -614,5 +618,79 @@ func TestBots_ListPages(t *testing.T) {
 		if status, b, _ := e.node.Do(http.MethodGet, path, nil); status != http.StatusBadRequest || !strings.Contains(string(b), code) {
 			t.Errorf("GET %s: %d %s, want 400 %s", path, status, b, code)
 		}
+	}
+}
+
+// DELETE /v1/bots/{id} closes every channel the bot opened, thousands of them, even when the
+// client gives up before the answer; a DELETE repeated after an interrupted one (the bot gone,
+// some of its channels left) finishes the job instead of answering bot_not_found.
+func TestBots_DeleteClosesThousandsOfChannelsWhateverTheClientDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.putBot("big", map[string]any{"direct": "open"}, nil)
+	nc := e.natsConn()
+	js, _ := jetstream.New(nc)
+	const n = 3000
+	seedBotChannels(t, js, "big", n)
+	channels := func() float64 {
+		_, b, _ := e.node.Do(http.MethodGet, "/v1/bots/big", nil)
+		st, _ := jsonOf(t, b)["stats"].(map[string]any)
+		c, _ := st["channels"].(float64)
+		return c
+	}
+	poll(t, "the node holds the bot's channels", func() bool { return channels() == n })
+
+	// An interrupted DELETE: the bot's record gone, its channels left.
+	kv, err := js.KeyValue(context.Background(), subjects.BucketBots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), "big"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the bot is gone", func() bool {
+		status, _, _ := e.node.Do(http.MethodGet, "/v1/bots/big", nil)
+		return status == http.StatusNotFound
+	})
+	// A client that leaves after 50 ms.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+e.node.Addr+"/v1/bots/big", nil)
+	req.Header.Set("Authorization", "Bearer "+e.node.Token)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE of the bot whose channels are left: %d", resp.StatusCode)
+		}
+	}
+	cancel()
+	// The channels of a bot gone are hidden from the API at once: count their records.
+	records, err := js.KeyValue(context.Background(), subjects.BucketBotChannels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := func() int {
+		keys, err := records.ListKeys(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k := range keys.Keys() {
+			if strings.HasPrefix(k, "big-") {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for left() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d channels left 2 min after the DELETE", left(), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d channels closed in %s", n, time.Since(start).Round(time.Millisecond))
+	if status, b, _ := e.node.Do(http.MethodDelete, "/v1/bots/big", nil); status != http.StatusNotFound || !strings.Contains(string(b), "bot_not_found") {
+		t.Fatalf("DELETE once nothing is left: %d %s", status, b)
 	}
 }

@@ -102,32 +102,8 @@ func seedBot(b *testing.B, dir string, target *testkit.Target, n int) []time.Dur
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	seedBotChannels(b, js, "b", n)
 	now := time.Now().UnixMilli()
-	var futures []jetstream.PubAckFuture
-	for i := range n {
-		conv := adapter.Conversation{Kind: adapter.Direct, ID: fmt.Sprintf("user-%07d", i), Title: fmt.Sprintf("Person %d", i)}
-		raw, _ := json.Marshal(adapter.Channel{ID: conv.ChannelID("b"), OpenedAt: now, Bot: "b", Conversation: &conv})
-		f, err := js.PublishAsync(subjects.KVKeys(subjects.BucketBotChannels, conv.ChannelID("b")), raw)
-		if err != nil {
-			b.Fatal(err)
-		}
-		futures = append(futures, f)
-		if len(futures) == 4096 || i == n-1 {
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-time.After(time.Minute):
-				b.Fatal("seeding stalled")
-			}
-			for _, f := range futures {
-				select {
-				case err := <-f.Err():
-					b.Fatal(err)
-				default:
-				}
-			}
-			futures = futures[:0]
-		}
-	}
 	kv, err := js.KeyValue(context.Background(), subjects.BucketBotChannels)
 	if err != nil {
 		b.Fatal(err)
@@ -146,6 +122,37 @@ func seedBot(b *testing.B, dir string, target *testkit.Target, n int) []time.Dur
 		_ = kv.Purge(context.Background(), fmt.Sprintf("raw-raw-%d", i))
 	}
 	return raw
+}
+
+// seedBotChannels writes n channel records of bot straight into KV xim_bot_channels, as the
+// bot's openings write them (conversations user-0000000, user-0000001, …).
+func seedBotChannels(tb testing.TB, js jetstream.JetStream, bot string, n int) {
+	now := time.Now().UnixMilli()
+	var futures []jetstream.PubAckFuture
+	for i := range n {
+		conv := adapter.Conversation{Kind: adapter.Direct, ID: fmt.Sprintf("user-%07d", i), Title: fmt.Sprintf("Person %d", i)}
+		raw, _ := json.Marshal(adapter.Channel{ID: conv.ChannelID(bot), OpenedAt: now, Bot: bot, Conversation: &conv})
+		f, err := js.PublishAsync(subjects.KVKeys(subjects.BucketBotChannels, conv.ChannelID(bot)), raw)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		futures = append(futures, f)
+		if len(futures) == 4096 || i == n-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				tb.Fatal("seeding stalled")
+			}
+			for _, f := range futures {
+				select {
+				case err := <-f.Err():
+					tb.Fatal(err)
+				default:
+				}
+			}
+			futures = futures[:0]
+		}
+	}
 }
 
 type ximdProc struct {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -239,37 +241,71 @@ func (a *BotsAPI) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // delete closes a bot and every channel it opened (each purged as DELETE /v1/channels/{id}
-// purges), and forgets its pending codes.
+// purges), and forgets its pending codes. The client leaving stops none of it; a DELETE of a bot
+// already gone whose channels are left (an earlier DELETE cut off by a crash) closes them.
 func (a *BotsAPI) delete(w http.ResponseWriter, r *http.Request) {
-	b, ok := a.lookup(w, r)
-	if !ok {
+	id := r.PathValue("id")
+	if !botIDPattern.MatchString(id) {
+		WriteError(w, invalidBotID)
 		return
 	}
-	ctx := r.Context()
-	if _, err := a.bots.Delete(ctx, b.ID); err != nil {
+	ctx := context.WithoutCancel(r.Context())
+	deleted, err := a.bots.Delete(ctx, id)
+	if err != nil {
 		WriteError(w, profile.Errorf(profile.CodeUnavailable, "bot registry unavailable"))
 		return
 	}
-	closed := 0
-	for _, id := range a.channels.reg.BotChannels(b.ID) {
-		if ok, err := a.channels.reg.Delete(ctx, id); err != nil {
-			a.channels.logger.Error("bot_channel_delete_failed", "bot", b.ID, "channel", id, "err", err)
-			continue
-		} else if ok {
-			closed++
-		}
-		if err := a.channels.state.Purge(ctx, id); err != nil {
-			a.channels.logger.Error("channel_purge_failed", "channel", id, "err", err)
-		}
+	left := a.channels.reg.BotChannels(id)
+	if !deleted && len(left) == 0 {
+		WriteError(w, profile.Errorf(profile.CodeBotNotFound, "bot %s does not exist", id))
+		return
 	}
+	start := time.Now()
+	closed := a.closeChannels(ctx, id, left)
 	if a.purgePairings != nil {
-		if err := a.purgePairings(ctx, b.ID); err != nil {
-			a.channels.logger.Warn("bot_pairings_purge_failed", "bot", b.ID, "err", err)
+		if err := a.purgePairings(ctx, id); err != nil {
+			a.channels.logger.Warn("bot_pairings_purge_failed", "bot", id, "err", err)
 		}
 	}
-	a.channels.logger.Info("bot_deleted", "bot", b.ID, "channels", closed)
+	a.channels.logger.Info("bot_deleted", "bot", id, "channels", closed, "left_by_an_earlier_delete", !deleted, "took", time.Since(start))
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// closeChannels deletes and purges the channels ids of bot, closeWorkers at a time; it returns
+// how many it deleted.
+func (a *BotsAPI) closeChannels(ctx context.Context, bot string, ids []string) int {
+	var closed atomic.Int64
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				ok, err := a.channels.reg.Delete(ctx, id)
+				if err != nil {
+					a.channels.logger.Error("bot_channel_delete_failed", "bot", bot, "channel", id, "err", err)
+					continue
+				}
+				if ok {
+					closed.Add(1)
+				}
+				if err := a.channels.state.Purge(ctx, id); err != nil {
+					a.channels.logger.Error("channel_purge_failed", "channel", id, "err", err)
+				}
+			}
+		}()
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	return int(closed.Load())
+}
+
+// closeWorkers is how many of a deleted bot's channels are closed at once.
+const closeWorkers = 16
 
 func (a *BotsAPI) listPairings(w http.ResponseWriter, r *http.Request) {
 	b, ok := a.lookup(w, r)
