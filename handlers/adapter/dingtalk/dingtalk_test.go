@@ -41,9 +41,9 @@ func codeOf(err error) string {
 	return ""
 }
 
-// A streamed answer is one card: created PROCESSING, INPUTING, streamed with the whole text and
-// a new guid each call, finalized, FINISHED with the final text.
-func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
+// streamingGroup is a group of a fake app and a target that streams cards into it (1,000 updates
+// a second: no test waits on the budget).
+func streamingGroup(t *testing.T) (*dingtalktest.Server, string, adapter.Target, adapter.Editor) {
 	fake := dingtalktest.New()
 	t.Cleanup(fake.Close)
 	app, cid := fake.AddApp(), fake.AddGroup()
@@ -55,6 +55,13 @@ func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
 	if !ok {
 		t.Fatal("streaming card is not edit streaming")
 	}
+	return fake, cid, tg, ed
+}
+
+// A streamed answer is one card: created PROCESSING, INPUTING, streamed with the whole text and
+// a new guid each call, finalized, FINISHED with the final text.
+func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
+	fake, cid, tg, ed := streamingGroup(t)
 	ctx, key := ctx10(t), "ch:m1"
 	id, err := tg.Send(ctx, adapter.Message{Text: "Once", IdempotencyKey: key})
 	if err != nil || id != dingtalk.OutTrackID(key, 0) {
@@ -89,14 +96,7 @@ func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
 // after the card exists"), never left INPUTING; a refusal that is a rate limit leaves it for
 // the retry.
 func TestDingTalk_FinalRefusedForGoodLeavesTheCardFailed(t *testing.T) {
-	fake := dingtalktest.New()
-	t.Cleanup(fake.Close)
-	app, cid := fake.AddApp(), fake.AddGroup()
-	tg, err := dingtalk.New(dingtalk.Options{}).Open(config(t, fake, app, cid, "", map[string]any{"card_updates_per_second": 1000}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ed, _ := adapter.EditorOf(tg)
+	fake, cid, tg, ed := streamingGroup(t)
 	ctx := ctx10(t)
 	status := func(key string) []string {
 		for _, c := range fake.Cards(dingtalktest.GroupSpace(cid)) {
