@@ -5,15 +5,13 @@ import (
 	"time"
 
 	"github.com/ximd/ximd/handlers/adapter"
-	"github.com/ximd/ximd/handlers/adapter/wecom/wecomtest"
 )
 
 // While xAgent thinks, the reply opens with a <think></think> stream frame; a tool's status
 // names the tool; the answer streams into the same bubble, and a status after it changes
 // nothing.
 func TestWeCom_ThinkingFrameTurnsIntoTheAnswer(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	if got := c.tg.Capabilities().Activity; got != adapter.ActivityStatus {
 		t.Fatalf("activity %q, want status", got)
@@ -38,11 +36,7 @@ func TestWeCom_ThinkingFrameTurnsIntoTheAnswer(t *testing.T) {
 	if seen := fake.Messages(c.bot, c.conv); len(seen) != 1 || seen[0].Text != "<think>weatherlookup</think>" {
 		t.Fatalf("the person sees %+v, want the tool named in the thinking block", seen)
 	}
-	ed, _ := adapter.EditorOf(c.tg)
-	id, err := c.tg.Send(ctx, adapter.Message{Text: "It is", IdempotencyKey: "ch:m1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ed, id := c.streaming(t, ctx, "It is", "ch:m1")
 	// The stages clear the status at the first shown delta; the status shown after it too.
 	if err := sh.ShowActivity(ctx, adapter.Activity{Status: adapter.StatusIdle}); err != nil {
 		t.Fatal(err)
@@ -63,8 +57,7 @@ func TestWeCom_ThinkingFrameTurnsIntoTheAnswer(t *testing.T) {
 // A cleared status with no answer taking the bubble finishes it after the grace; the answer
 // then goes as a proactive message, once.
 func TestWeCom_ThinkingClearedWithoutAnswerFinishesTheBubble(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	sh, _ := adapter.ShowerOf(c.tg)
 	c.say(t, "hello")
@@ -90,8 +83,7 @@ func TestWeCom_ThinkingClearedWithoutAnswerFinishesTheBubble(t *testing.T) {
 
 // Thinking shown again before the grace ends keeps the bubble open for the answer.
 func TestWeCom_ThinkingAgainKeepsTheBubbleOpen(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	sh, _ := adapter.ShowerOf(c.tg)
 	c.say(t, "hello")
@@ -116,8 +108,7 @@ func TestWeCom_ThinkingAgainKeepsTheBubbleOpen(t *testing.T) {
 // Nothing to reply to (the person has not written since), or streaming "none": no thinking
 // bubble.
 func TestWeCom_NoThinkingBubbleWithoutAReply(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	sh, _ := adapter.ShowerOf(c.tg)
 	if err := sh.ShowActivity(ctxT(t), adapter.Activity{Status: adapter.StatusThinking}); err != nil {

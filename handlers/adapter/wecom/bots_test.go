@@ -14,8 +14,7 @@ import (
 // they mention the robot, so the suite's group case (an unaddressed message refused
 // not_mentioned) cannot arise: TestWeCom_BotGroupMention covers groups.
 func TestWeCom_Bots(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	files := adaptertest.NewFiles()
 	a := wecom.New(wecom.Options{Common: adapter.Common{Files: files}, Timing: fast})
 	t.Cleanup(func() { _ = a.Close() })
@@ -37,8 +36,7 @@ func TestWeCom_Bots(t *testing.T) {
 // A group's message reaches the bot mentioned, "@Name" removed from its text, once however
 // often WeCom calls it back.
 func TestWeCom_BotGroupMention(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	bot := fake.AddBot("Helper Bot")
 	files := adaptertest.NewFiles()
 	a := wecom.New(wecom.Options{Common: adapter.Common{Files: files}, Timing: fast})

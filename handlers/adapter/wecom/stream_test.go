@@ -58,6 +58,28 @@ func newConversationWith(t *testing.T, fake *wecomtest.Server, files adapter.Fil
 	return c
 }
 
+// newFake is a fake WeCom, closed when t ends.
+func newFake(t *testing.T) *wecomtest.Server {
+	fake := wecomtest.New()
+	t.Cleanup(fake.Close)
+	return fake
+}
+
+// streaming starts a streamed answer with its first preview; it returns the editor and the
+// message's id.
+func (c *conversation) streaming(t *testing.T, ctx context.Context, text, key string) (adapter.Editor, string) {
+	t.Helper()
+	ed, ok := adapter.EditorOf(c.tg)
+	if !ok {
+		t.Fatal("the target does not stream by editing")
+	}
+	id, err := c.tg.Send(ctx, adapter.Message{Text: text, IdempotencyKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ed, id
+}
+
 // say has the person write, and waits until the message is in.
 func (c *conversation) say(t *testing.T, text string) {
 	t.Helper()
@@ -86,16 +108,11 @@ func ctxT(t *testing.T) context.Context {
 // An answer to the person's message is one stream bubble replying to it: every frame the whole
 // text, the last finish: true with the final text.
 func TestWeCom_StreamedAnswerIsOneBubbleFinishedAtTheFinal(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "what is the weather?")
 	ctx := ctxT(t)
-	ed, _ := adapter.EditorOf(c.tg)
-	id, err := c.tg.Send(ctx, adapter.Message{Text: "It is", IdempotencyKey: "ch:m1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ed, id := c.streaming(t, ctx, "It is", "ch:m1")
 	if err := ed.Edit(ctx, id, adapter.Message{Text: "It is sunny", IdempotencyKey: "ch:m1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,17 +134,12 @@ func TestWeCom_StreamedAnswerIsOneBubbleFinishedAtTheFinal(t *testing.T) {
 
 // A stream past its 6 minutes (846608) is finished by a proactive message with the final text.
 func TestWeCom_StreamPastItsLifeEndsInAProactiveMessage(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	fake.SetStreamLife(200 * time.Millisecond)
 	c := newConversation(t, fake, nil)
 	c.say(t, "a long task")
 	ctx := ctxT(t)
-	ed, _ := adapter.EditorOf(c.tg)
-	id, err := c.tg.Send(ctx, adapter.Message{Text: "Working on it", IdempotencyKey: "ch:long"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ed, id := c.streaming(t, ctx, "Working on it", "ch:long")
 	time.Sleep(300 * time.Millisecond) // the fake's stream life passes
 	if err := ed.Edit(ctx, id, adapter.Message{Text: "Working on it, step 2", IdempotencyKey: "ch:long"}); err != nil {
 		t.Fatalf("a preview past the stream's life: %v, want it skipped", err)
@@ -144,8 +156,7 @@ func TestWeCom_StreamPastItsLifeEndsInAProactiveMessage(t *testing.T) {
 // A final over 20,480 bytes: the stream finishes with its first part, the rest follows as
 // proactive messages, each within the limit.
 func TestWeCom_LongFinalIsSplitWithinTheContentLimit(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "tell me everything")
 	var b strings.Builder
@@ -175,8 +186,7 @@ func TestWeCom_LongFinalIsSplitWithinTheContentLimit(t *testing.T) {
 // In doubt: after a restart, the final frame with the same stream id finishes the bubble shown,
 // never a second one.
 func TestWeCom_InDoubtStreamIsSettledByItsStreamID(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "hello")
 	ctx := ctxT(t)
@@ -213,8 +223,7 @@ func TestWeCom_InDoubtStreamIsSettledByItsStreamID(t *testing.T) {
 // A wrong secret: the probe refuses the config (422 target_config_invalid at the PUT) as soon as
 // WeCom refuses the subscribe, naming its errcode.
 func TestWeCom_WrongSecretRefusedAtProbe(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	bot := fake.AddBot("Helper")
 	a := wecom.New(wecom.Options{Timing: wecom.Timing{Connect: 2 * time.Second, MaxBackoff: 100 * time.Millisecond}})
 	t.Cleanup(func() { _ = a.Close() })
@@ -236,8 +245,7 @@ func TestWeCom_WrongSecretRefusedAtProbe(t *testing.T) {
 
 // A msgid WeCom calls back again is one user message.
 func TestWeCom_RepeatedMsgidIsOneMessage(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "once")
 	msgs := c.in.Messages()
@@ -269,8 +277,7 @@ func poll(t *testing.T, a *wecom.Adapter, feed adapter.Feed) func() {
 
 // A dropped connection is subscribed again, and sends go on.
 func TestWeCom_ReconnectsAfterADroppedConnection(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, map[string]any{"streaming": "none"})
 	c.say(t, "hello")
 	fake.Kick(c.bot)
@@ -294,8 +301,7 @@ func TestWeCom_ReconnectsAfterADroppedConnection(t *testing.T) {
 // A callback WeCom makes again while the thinking bubble shows changes nothing: the answer
 // streams into that bubble, and a second answer to the message is a proactive message.
 func TestWeCom_RepeatedCallbackKeepsTheReply(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "what is the weather?")
 	ctx := ctxT(t)
@@ -322,8 +328,7 @@ func TestWeCom_RepeatedCallbackKeepsTheReply(t *testing.T) {
 // A final with files and no text, replying to the person: no empty stream message; the thinking
 // bubble shown is finished as it is and the file follows.
 func TestWeCom_FilesOnlyFinalSendsNoEmptyBubble(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	files := adaptertest.NewFiles()
 	for _, thinking := range []bool{false, true} {
 		c := newConversationWith(t, fake, files, nil)
@@ -357,17 +362,12 @@ func TestWeCom_FilesOnlyFinalSendsNoEmptyBubble(t *testing.T) {
 // After WeCom refuses a stream's frame as expired (846608), its previews stop (none spends the
 // conversation's budget) and its final goes proactive.
 func TestWeCom_ExpiredStreamSendsNoMorePreviews(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	fake.SetStreamLife(100 * time.Millisecond)
 	c := newConversation(t, fake, nil)
 	c.say(t, "a long task")
 	ctx := ctxT(t)
-	ed, _ := adapter.EditorOf(c.tg)
-	id, err := c.tg.Send(ctx, adapter.Message{Text: "Step 1", IdempotencyKey: "ch:exp"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ed, id := c.streaming(t, ctx, "Step 1", "ch:exp")
 	time.Sleep(200 * time.Millisecond) // the fake's stream life passes
 	for i := 2; i <= 5; i++ {
 		if err := ed.Edit(ctx, id, adapter.Message{Text: fmt.Sprintf("Step %d", i), IdempotencyKey: "ch:exp"}); err != nil {
@@ -395,8 +395,7 @@ func TestWeCom_ExpiredStreamSendsNoMorePreviews(t *testing.T) {
 // then target_unavailable, retryable and certain (never target_auth_failed, which would refuse
 // the answer for good), until it subscribes again after Retake.
 func TestWeCom_TakenOverConnectionRefusesCallsRetryably(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	c := newConversation(t, fake, nil)
 	c.say(t, "hello")
 	other := wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
@@ -426,8 +425,7 @@ func TestWeCom_TakenOverConnectionRefusesCallsRetryably(t *testing.T) {
 // A poll loop that ends because the robot moved to another worker (adapter.ErrPollMoved) goes on
 // passing on what WeCom pushes to its connection until the other worker subscribes.
 func TestWeCom_MovedPollPassesOnUntilTakenOver(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	bot := fake.AddBot("Helper")
 	a := wecom.New(wecom.Options{Common: adapter.Common{Logger: testLogger(t)}, Timing: fast})
 	t.Cleanup(func() { _ = a.Close() })

@@ -25,8 +25,7 @@ var fast = wecom.Timing{Ping: time.Second, Answer: 2 * time.Second, Connect: 5 *
 // one robot. The person wrote to it before, not since the binding, so answers are proactive
 // messages here (stream_test.go covers replies).
 func TestWeCom_UniversalAdapterSuite(t *testing.T) {
-	fake := wecomtest.New()
-	t.Cleanup(fake.Close)
+	fake := newFake(t)
 	bot := fake.AddBot("Helper")
 	files := adaptertest.NewFiles()
 	a := wecom.New(wecom.Options{Common: adapter.Common{Files: files, Logger: testLogger(t)}, Timing: fast})
