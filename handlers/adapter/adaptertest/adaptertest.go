@@ -98,6 +98,7 @@ func Run(t *testing.T, s Setup) {
 	t.Run("draft previews, then one message", func(t *testing.T) { drafted(t, s) })
 	t.Run("reply", func(t *testing.T) { reply(t, s) })
 	t.Run("long final is split", func(t *testing.T) { longText(t, s) })
+	t.Run("a long text with nothing to show is one refusal at most", func(t *testing.T) { longBlank(t, s) })
 	t.Run("files out", func(t *testing.T) { filesOut(t, s) })
 	t.Run("activity shown and cleared", func(t *testing.T) { activity(t, s) })
 	t.Run("in-doubt rule", func(t *testing.T) { inDoubt(t, s) })
@@ -307,6 +308,31 @@ func longText(t *testing.T, s Setup) {
 		}
 		return strings.Join(strings.Fields(strings.Join(all, " ")), " ") == strings.Join(strings.Fields(text), " ")
 	})
+}
+
+// longBlank: a final (or a preview) past the limit with nothing a person would see (blank
+// lines, link definitions) is sent as a blank text within the limit is: shown empty or refused,
+// one message at most, never a failure of the adapter itself.
+func longBlank(t *testing.T, s Setup) {
+	tg, chat := open(t, s, adapter.StreamingEdit, adapter.ActivityNone)
+	limit := tg.Capabilities().MaxTextLength
+	if limit == 0 {
+		t.Skip("no text limit (capability max_text_length 0)")
+	}
+	blank := strings.Repeat(" \n", limit) + strings.Repeat("[ref]: https://example.com/\n", limit/20)
+	if ed, ok := adapter.EditorOf(tg); ok {
+		if id, err := tg.Send(ctx10(t), adapter.Message{Text: blank, IdempotencyKey: "suite:blank-preview"}); err == nil {
+			_ = ed.Edit(ctx10(t), id, adapter.Message{Text: blank + " ", IdempotencyKey: "suite:blank-preview"})
+		}
+	}
+	_, err := tg.Send(ctx10(t), adapter.Message{Text: blank, Final: true, IdempotencyKey: "suite:blank"})
+	var pe *profile.Error
+	if err != nil && !errors.As(err, &pe) {
+		t.Fatalf("a blank final: %v, want nil or a profile error", err)
+	}
+	if n := len(chat.Messages(t)); n > 2 {
+		t.Fatalf("%d messages for a blank preview and a blank final", n)
+	}
 }
 
 func filesOut(t *testing.T, s Setup) {

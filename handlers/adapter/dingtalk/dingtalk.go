@@ -173,11 +173,7 @@ func CardText(text string) string {
 
 // cardParts is a final's text as consecutive cards, each within MaxTextLength.
 func cardParts(text string) []string {
-	parts := markdown.Split(CardText(text), MaxTextLength, nil)
-	if len(parts) == 0 {
-		parts = []string{""}
-	}
-	return parts
+	return markdown.Split(CardText(text), MaxTextLength, nil)
 }
 
 // Send implements adapter.Sender: a final's files, then its cards (each brought to FINISHED

@@ -60,8 +60,9 @@ import (
 // to it the part holds. A definition longer than half the limit is not carried: it stays where
 // it was, and its references in other parts show as written.
 //
-// A text within limit is returned as is; a longer one of blanks (or of definitions) only has
-// no parts.
+// A text within limit is returned as is; a longer one with nothing to show (blanks, or link
+// definitions only) is one empty part, which a platform refuses as it refuses a blank text
+// within the limit: there is always a first part.
 func Split(text string, limit int, count func(string) int) []string {
 	if count == nil {
 		count = utf8.RuneCountInString
@@ -91,6 +92,9 @@ func Split(text string, limit int, count func(string) int) []string {
 		if strings.TrimSpace(p) != "" { // a part of blanks only would be an empty message
 			parts = append(parts, s.carry(p))
 		}
+	}
+	if len(parts) == 0 {
+		return []string{""}
 	}
 	return parts
 }

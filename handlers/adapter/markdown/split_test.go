@@ -281,3 +281,12 @@ func shown(src string) map[string]int {
 	})
 	return out
 }
+
+// A text past the limit with nothing to show is one empty part: every caller may take the first.
+func TestSplitNothingToShowIsOneEmptyPart(t *testing.T) {
+	for _, text := range []string{strings.Repeat(" ", 5000), strings.Repeat("\n\t\n", 2000), strings.Repeat("[a]: https://example.com/\n", 400)} {
+		if parts := markdown.Split(text, 4096, nil); len(parts) != 1 || parts[0] != "" {
+			t.Errorf("%q…: %d parts %q, want one empty part", text[:12], len(parts), parts)
+		}
+	}
+}
