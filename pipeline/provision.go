@@ -213,6 +213,14 @@ func bucketConfigs(c StoreConfig) []jetstream.KeyValueConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
 	}, {
+		Bucket:      subjects.BucketBotRates,
+		Description: "ximd bot conversations' messages of the minute (max_per_minute across processes)",
+		History:     1,
+		TTL:         2 * time.Minute,
+		MaxBytes:    64 << 20,
+		Storage:     jetstream.MemoryStorage, // a count lost with a server restart only lets a minute's messages through again
+		Replicas:    c.Replicas,
+	}, {
 		Bucket:      subjects.BucketPairings,
 		Description: "ximd bots' pending pairing codes (an hour each)",
 		History:     1,
@@ -367,7 +375,7 @@ func Ready(ctx context.Context, js jetstream.JetStream, c StoreConfig) error {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}
 	}
-	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketBots, subjects.BucketBotChannels, subjects.BucketBotStats, subjects.BucketPairings, subjects.BucketConfig} {
+	for _, b := range []string{subjects.BucketChannels, subjects.BucketMessages, subjects.BucketOutbox, subjects.BucketActivity, subjects.BucketCursors, subjects.BucketBots, subjects.BucketBotChannels, subjects.BucketBotStats, subjects.BucketBotRates, subjects.BucketPairings, subjects.BucketConfig} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}

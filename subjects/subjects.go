@@ -35,6 +35,9 @@ const (
 	BucketBotChannels = "xim_bot_channels"
 	// BucketBotStats holds each bot's refusal counts (key: the bot id).
 	BucketBotStats = "xim_bot_stats"
+	// BucketBotRates counts each bot conversation's messages of the clock minute (key: the
+	// channel id, a dot, the Unix minute), so max_per_minute holds across processes.
+	BucketBotRates = "xim_bot_rates"
 	// BucketPairings holds the pending pairing codes of bots (edge-api §4.1): each for an hour,
 	// the bucket's TTL.
 	BucketPairings = "xim_pairings"

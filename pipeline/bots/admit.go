@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ximd/ximd/handlers/adapter"
@@ -24,6 +25,9 @@ type AdmitterDeps struct {
 	// Inbox is the inbox of a channel; opened, when not nil, is the payload of the channel.opened
 	// packet every user message submitted through it is sent after (edge-api §4.1).
 	Inbox func(channel string, opened json.RawMessage) adapter.Inbox
+	// Rates is KV xim_bot_rates, where every process counts the conversations' messages of the
+	// minute (nil: this process counts alone).
+	Rates jetstream.KeyValue
 	// Registerer takes the bots' metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -45,7 +49,7 @@ type Admitter struct {
 
 // NewAdmitter returns the admitter; it fills the channel registry's bot channels (SetFill).
 func NewAdmitter(deps AdmitterDeps) (*Admitter, error) {
-	a := &Admitter{deps: deps, rate: newLimiter(), counts: map[string]map[adapter.Refusal]uint64{},
+	a := &Admitter{deps: deps, rate: newLimiter(deps.Rates), counts: map[string]map[adapter.Refusal]uint64{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ximd_bot_refused_total",
 			Help: "Platform messages a bot's policy did not pass on, by bot and reason (edge-api §4.1)."}, []string{"bot", "reason"}),
 		opened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ximd_bot_channels_opened_total",
@@ -113,7 +117,7 @@ func (a *Admitter) Admit(ctx context.Context, b adapter.Bot, in adapter.Arrival)
 	}
 	conv := in.Conversation
 	id := conv.ChannelID(b.ID)
-	if !a.rate.allow(id, b.Conversations.MaxPerMinute) {
+	if !a.rate.allow(ctx, id, b.Conversations.MaxPerMinute) {
 		return a.refuse(b, adapter.RefusedRateLimited), nil
 	}
 	ch, created, err := a.deps.Channels.OpenOnce(ctx, adapter.Channel{ID: id, OpenedAt: time.Now().UnixMilli(), Bot: b.ID, Conversation: &conv})
@@ -249,41 +253,4 @@ func (a *Admitter) Flush(ctx context.Context) {
 			a.mu.Unlock()
 		}
 	}
-}
-
-// limiter holds each conversation to a number of messages a minute (fixed one-minute windows),
-// in this process: a conversation's messages come through one poll loop, or the gateways its
-// platform posts to.
-type limiter struct {
-	mu    sync.Mutex
-	win   map[string]*window
-	calls int
-}
-
-type window struct {
-	start time.Time
-	n     int
-}
-
-func newLimiter() *limiter { return &limiter{win: map[string]*window{}} }
-
-// allow counts one message of key and reports whether it is within limit this minute.
-func (l *limiter) allow(key string, limit int) bool {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.calls++; l.calls%1024 == 0 { // forget the windows that ended
-		for k, w := range l.win {
-			if now.Sub(w.start) >= time.Minute {
-				delete(l.win, k)
-			}
-		}
-	}
-	w := l.win[key]
-	if w == nil || now.Sub(w.start) >= time.Minute {
-		w = &window{start: now}
-		l.win[key] = w
-	}
-	w.n++
-	return limit <= 0 || w.n <= limit
 }

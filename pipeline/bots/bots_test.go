@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,24 +113,92 @@ func TestPairings_BoundedPerBot(t *testing.T) {
 	}
 }
 
-// The limiter passes max_per_minute messages of one conversation a minute, each conversation its
-// own.
-func TestLimiter(t *testing.T) {
-	l := newLimiter()
+// A limiter alone (no KV) passes max_per_minute messages of one conversation a minute, each
+// conversation its own.
+func TestLimiter_Alone(t *testing.T) {
+	l := newLimiter(nil)
+	ctx := context.Background()
 	for i := range 3 {
-		if !l.allow("a", 3) {
+		if !l.allow(ctx, "a", 3) {
 			t.Fatalf("message %d refused", i)
 		}
 	}
-	if l.allow("a", 3) {
+	if l.allow(ctx, "a", 3) {
 		t.Fatal("the 4th message of a minute passed")
 	}
-	if !l.allow("b", 3) {
+	if !l.allow(ctx, "b", 3) {
 		t.Fatal("another conversation refused")
 	}
-	l.win["a"].start = time.Now().Add(-time.Minute)
-	if !l.allow("a", 3) {
+	l.local["a"].start = time.Now().Add(-time.Minute)
+	if !l.allow(ctx, "a", 3) {
 		t.Fatal("a new minute refused")
+	}
+}
+
+func openRates(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: subjects.BucketBotRates, History: 1, TTL: 2 * time.Minute, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// Two processes' limiters (two gateways a platform posts to in turn) hold one conversation to
+// max_per_minute together: of 30 messages at once, 20 pass, whichever process takes them.
+func TestLimiter_SharedAcrossProcesses(t *testing.T) {
+	srv := natstest.Server(t)
+	newProcess := func() *limiter {
+		js, err := jetstream.New(natstest.Connect(t, srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newLimiter(openRates(t, js))
+	}
+	a, b := newProcess(), newProcess()
+	if time.Now().Second() > 55 {
+		time.Sleep(6 * time.Second) // all 30 in one clock minute
+	}
+	var passed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 30 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l.allow(context.Background(), "wb-ann", 20) {
+				passed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := passed.Load(); n != 20 {
+		t.Fatalf("%d of 30 passed, want 20 (max_per_minute across both processes)", n)
+	}
+	if !a.allow(context.Background(), "wb-bo", 20) {
+		t.Fatal("another conversation refused")
+	}
+}
+
+// A limiter whose NATS does not answer counts alone: messages pass up to the limit, no further.
+func TestLimiter_CountsAloneWithoutNATS(t *testing.T) {
+	srv := natstest.Server(t)
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(openRates(t, js))
+	srv.Shutdown()
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		ok := l.allow(ctx, "wb-ann", 3)
+		cancel()
+		if ok != (i < 3) {
+			t.Fatalf("message %d: passed %v", i, ok)
+		}
 	}
 }
 

@@ -287,8 +287,11 @@ func (n *Node) open(ctx context.Context, nc *nats.Conn, cl *closers) (*parts, er
 // routes alike) and runs its stats flush until the node stops.
 func (n *Node) startAdmitter(p *parts, cl *closers) error {
 	log := n.logger.With("stage", "bots")
-	var err error
-	p.admitter, err = bots.NewAdmitter(bots.AdmitterDeps{Bots: p.bots, Pairings: p.pairings, Channels: p.reg, Adapters: p.adapters,
+	rates, err := p.js.KeyValue(context.Background(), subjects.BucketBotRates)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", subjects.BucketBotRates, err)
+	}
+	p.admitter, err = bots.NewAdmitter(bots.AdmitterDeps{Bots: p.bots, Pairings: p.pairings, Channels: p.reg, Adapters: p.adapters, Rates: rates,
 		Inbox: func(channel string, opened json.RawMessage) adapter.Inbox {
 			return &channelInbox{channel: channel, opened: opened, outbox: p.outbox, files: p.files, catalog: profile.Default(), logger: log}
 		}, Registerer: n.reg, Logger: log})
