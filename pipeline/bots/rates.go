@@ -13,18 +13,26 @@ import (
 
 // limiter holds each conversation to its bot's max_per_minute across every process (gateways
 // behind a load balancer each take part of a platform's posts): a count per conversation and
-// clock minute in KV xim_bot_rates, read, then created or set by revision (two calls a message
-// passed on). A minute known full is kept here, so a flood costs no call; a message whose every
-// round is lost to other processes' counts is refused; when NATS does not answer, this process
-// counts alone.
+// clock minute in KV xim_bot_rates, set by revision. The count this process last wrote or read
+// is kept, so a message costs one call while no other process counted meanwhile (the minute's
+// create, or an update of the revision known), and a minute known full none; a message whose every round is
+// lost to other processes' counts is refused; when NATS does not answer, this process counts
+// alone.
 type limiter struct {
 	kv      jetstream.KeyValue // nil: this process counts alone
 	stripes [64]sync.Mutex
 
 	mu    sync.Mutex
-	full  map[string]int64 // conversation -> the minute it is known full in
+	seen  map[string]count // conversation -> its count this process last saw
 	local map[string]*window
 	calls int
+}
+
+// count is a conversation's messages of one minute, and the revision of the KV entry holding it.
+type count struct {
+	minute int64
+	n      int
+	rev    uint64
 }
 
 type window struct {
@@ -33,17 +41,11 @@ type window struct {
 }
 
 func newLimiter(kv jetstream.KeyValue) *limiter {
-	return &limiter{kv: kv, full: map[string]int64{}, local: map[string]*window{}}
+	return &limiter{kv: kv, seen: map[string]count{}, local: map[string]*window{}}
 }
 
-// rateAttempts bounds the compare-and-set rounds of one message against the other processes'.
+// rateAttempts bounds the rounds of one message against the other processes' counts.
 const rateAttempts = 8
-
-func fnv32(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
-}
 
 // allow counts one message of key and reports whether it is within limit this minute.
 func (l *limiter) allow(ctx context.Context, key string, limit int) bool {
@@ -54,11 +56,7 @@ func (l *limiter) allow(ctx context.Context, key string, limit int) bool {
 	minute := now.Unix() / 60
 	l.mu.Lock()
 	l.forget(now, minute)
-	known := l.full[key] == minute
 	l.mu.Unlock()
-	if known {
-		return false
-	}
 	if l.kv == nil {
 		return l.alone(now, key, limit)
 	}
@@ -67,31 +65,53 @@ func (l *limiter) allow(ctx context.Context, key string, limit int) bool {
 	stripe := &l.stripes[fnv32(key)%uint32(len(l.stripes))]
 	stripe.Lock()
 	defer stripe.Unlock()
+	l.mu.Lock()
+	c, known := l.seen[key]
+	l.mu.Unlock()
+	known = known && c.minute == minute
 	k := key + "." + strconv.FormatInt(minute, 10)
 	for range rateAttempts {
-		e, err := l.kv.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if _, err = l.kv.Create(ctx, k, []byte("1")); err == nil {
+		if !known {
+			// Most often the conversation's first message of the minute: create the count.
+			rev, err := l.kv.Create(ctx, k, []byte("1"))
+			if err == nil {
+				l.note(key, count{minute, 1, rev})
 				return true
 			}
-		case err == nil:
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				return l.alone(now, key, limit) // NATS trouble
+			}
+			e, err := l.kv.Get(ctx, k)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue // expired between the two calls
+			}
+			if err != nil {
+				return l.alone(now, key, limit)
+			}
 			n, _ := strconv.Atoi(string(e.Value()))
-			if n >= limit {
-				l.mu.Lock()
-				l.full[key] = minute
-				l.mu.Unlock()
-				return false
-			}
-			if _, err = l.kv.Update(ctx, k, []byte(strconv.Itoa(n+1)), e.Revision()); err == nil {
-				return true
-			}
+			c, known = count{minute, n, e.Revision()}, true
+			l.note(key, c)
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongRevision(err) {
-			return l.alone(now, key, limit) // not another process's count that came first: NATS trouble
+		if c.n >= limit {
+			return false
 		}
+		rev, err := l.kv.Update(ctx, k, []byte(strconv.Itoa(c.n+1)), c.rev)
+		if err == nil {
+			l.note(key, count{minute, c.n + 1, rev})
+			return true
+		}
+		if !isWrongRevision(err) {
+			return l.alone(now, key, limit)
+		}
+		known = false // another process counted meanwhile: read again
 	}
 	return false // every round lost to other processes' counts: a flood, refused
+}
+
+func (l *limiter) note(key string, c count) {
+	l.mu.Lock()
+	l.seen[key] = c
+	l.mu.Unlock()
 }
 
 // isWrongRevision reports an Update refused because another process counted first.
@@ -113,14 +133,15 @@ func (l *limiter) alone(now time.Time, key string, limit int) bool {
 	return w.n <= limit
 }
 
-// forget drops, every 1,024 calls, the minutes and windows that ended (l.mu held).
+// forget drops, every 1,024 calls, the counts of minutes past and the windows that ended (l.mu
+// held).
 func (l *limiter) forget(now time.Time, minute int64) {
 	if l.calls++; l.calls%1024 != 0 {
 		return
 	}
-	for k, m := range l.full {
-		if m < minute {
-			delete(l.full, k)
+	for k, c := range l.seen {
+		if c.minute < minute {
+			delete(l.seen, k)
 		}
 	}
 	for k, w := range l.local {
@@ -128,4 +149,10 @@ func (l *limiter) forget(now time.Time, minute int64) {
 			delete(l.local, k)
 		}
 	}
+}
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
 }
