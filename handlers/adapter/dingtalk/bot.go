@@ -69,7 +69,7 @@ func (a *Adapter) toBot(ctx context.Context, c *config, b adapter.Bot, m botMess
 		return adapter.Ignored, nil
 	}
 	seen := b.ID + "\x00" + m.MsgID
-	if a.handled.has(seen) {
+	if a.handled.Has(seen) {
 		return adapter.Duplicate, nil
 	}
 	arr := adapter.Arrival{
@@ -93,12 +93,12 @@ func (a *Adapter) toBot(ctx context.Context, c *config, b adapter.Bot, m botMess
 		return "", err
 	}
 	if !adm.Admitted() {
-		a.handled.add(seen)
+		a.handled.Add(seen)
 		return adapter.Ignored, nil
 	}
 	outcome, err := a.receive(ctx, c, m, adm.Channel.ID, adm.Inbox)
 	if err == nil {
-		a.handled.add(seen)
+		a.handled.Add(seen)
 	}
 	return outcome, err
 }

@@ -64,6 +64,8 @@ const (
 	MaxTextLength = 3000
 	// MinEditInterval spaces the streaming updates of one card.
 	MinEditInterval = 300 * time.Millisecond
+	// recentSize bounds what the adapter remembers of handled messages and rolled-over cards.
+	recentSize = 10000
 )
 
 // flowStatus values of the AI card.
@@ -85,7 +87,8 @@ type Options struct {
 // credentials) is shared by every channel and bot of that app.
 type Adapter struct {
 	adapter.Platform[*config, publicConfig, *client]
-	handled *seenSet
+	handled *adapter.Recent // what a bot handled: a message DingTalk pushes again is not admitted twice
+	shown   *adapter.Recent // the rolled-over cards of streamed previews: full parts shown, last cards opened
 }
 
 var (
@@ -95,7 +98,7 @@ var (
 
 // New returns the adapter.
 func New(opts Options) *Adapter {
-	a := &Adapter{handled: newSeenSet()}
+	a := &Adapter{handled: adapter.NewRecent(recentSize), shown: adapter.NewRecent(recentSize)}
 	a.Init(Name, opts.Common, 30*time.Second, parseConfig, (*config).public, a.open)
 	return a
 }
@@ -186,15 +189,10 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 	}
 	id := OutTrackID(m.IdempotencyKey, 0)
 	if !m.Final {
-		text := adapter.Truncate(CardText(m.Text), MaxTextLength)
-		if ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowInputing, "msgContent": text}); err != nil || ok {
-			return id, err
-		}
-		if err := t.create(ctx, id, flowProcessing, text); err != nil {
+		if err := t.open(ctx, id, adapter.Truncate(CardText(m.Text), MaxTextLength)); err != nil {
 			return "", err
 		}
-		_, err := t.update(ctx, id, map[string]string{"flowStatus": flowInputing})
-		return id, err
+		return id, nil
 	}
 	if err := t.sendFiles(ctx, m.Files); err != nil {
 		return "", err
@@ -205,13 +203,26 @@ func (t *Target) Send(ctx context.Context, m adapter.Message) (string, error) {
 	return id, nil
 }
 
+// open shows a streamed message's card id with text: created PROCESSING and set INPUTING, or,
+// when DingTalk knows it already (a restart), set INPUTING with the text.
+func (t *Target) open(ctx context.Context, id, text string) error {
+	if ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowInputing, "msgContent": text}); err != nil || ok {
+		return err
+	}
+	if err := t.create(ctx, id, flowProcessing, text); err != nil {
+		return err
+	}
+	_, err := t.update(ctx, id, map[string]string{"flowStatus": flowInputing})
+	return err
+}
+
 // Edit implements adapter.Editor: a delta is a streaming update of the card with the whole text
-// (truncated to the card's limit; the final splits); the final is one more streaming update
-// with isFinalize, then its cards FINISHED. A final refused for good leaves the card FAILED,
-// not INPUTING.
+// (past a card's limit it rolls over: preview); the final is one more streaming update with
+// isFinalize, then its cards FINISHED. A final refused for good leaves the card FAILED, not
+// INPUTING.
 func (t *Target) Edit(ctx context.Context, id string, m adapter.Message) error {
 	if !m.Final {
-		return t.stream(ctx, id, adapter.Truncate(CardText(m.Text), MaxTextLength), false)
+		return t.preview(ctx, id, m)
 	}
 	err := t.final(ctx, id, m)
 	if _, wait := adapter.RetryAfterOf(err); err != nil && !wait && profile.AsError(err).Code == profile.CodeTargetDeliveryFailed {
@@ -235,12 +246,8 @@ func (t *Target) final(ctx context.Context, id string, m adapter.Message) error 
 	if err := t.sendFiles(ctx, m.Files); err != nil {
 		return err
 	}
-	if ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowFinished, "msgContent": parts[0]}); err != nil {
+	if err := t.finished(ctx, id, parts[0]); err != nil {
 		return err
-	} else if !ok {
-		if err := t.create(ctx, id, flowFinished, parts[0]); err != nil {
-			return err
-		}
 	}
 	if m.IdempotencyKey == "" || len(parts) == 1 {
 		return nil
@@ -248,22 +255,54 @@ func (t *Target) final(ctx context.Context, id string, m adapter.Message) error 
 	return t.finish(ctx, m.IdempotencyKey, parts, 1)
 }
 
+// preview shows a streamed text so far. Within one card it is one streaming update of the
+// first; past it the preview rolls over into cards as the final will split it: each full part's
+// card FINISHED with its text (once for each text), the last part streamed into its card, which
+// is opened the first time. So only the card being written shows INPUTING.
+func (t *Target) preview(ctx context.Context, id string, m adapter.Message) error {
+	parts := cardParts(m.Text)
+	if len(parts) == 1 || m.IdempotencyKey == "" {
+		return t.stream(ctx, id, adapter.Truncate(CardText(m.Text), MaxTextLength), false)
+	}
+	last := len(parts) - 1
+	for i, p := range parts[:last] {
+		card := OutTrackID(m.IdempotencyKey, i)
+		if shown := card + "\x00" + digest(p); !t.a.shown.Has(shown) {
+			if err := t.finished(ctx, card, p); err != nil {
+				return err
+			}
+			t.a.shown.Add(shown)
+		}
+	}
+	card := OutTrackID(m.IdempotencyKey, last)
+	if opened := card + "\x00open"; !t.a.shown.Has(opened) {
+		if err := t.open(ctx, card, parts[last]); err != nil {
+			return err
+		}
+		t.a.shown.Add(opened)
+		return nil
+	}
+	return t.stream(ctx, card, parts[last], false)
+}
+
 // finish brings the cards of parts (from part from on) to FINISHED with their text, creating
 // those DingTalk does not know.
 func (t *Target) finish(ctx context.Context, key string, parts []string, from int) error {
 	for i := from; i < len(parts); i++ {
-		id := OutTrackID(key, i)
-		ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowFinished, "msgContent": parts[i]})
-		if err != nil {
+		if err := t.finished(ctx, OutTrackID(key, i), parts[i]); err != nil {
 			return err
-		}
-		if !ok {
-			if err := t.create(ctx, id, flowFinished, parts[i]); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
+}
+
+// finished brings the card id to FINISHED with text, created so when DingTalk does not know it.
+func (t *Target) finished(ctx context.Context, id, text string) error {
+	ok, err := t.update(ctx, id, map[string]string{"flowStatus": flowFinished, "msgContent": text})
+	if err != nil || ok {
+		return err
+	}
+	return t.create(ctx, id, flowFinished, text)
 }
 
 // create creates and delivers a card to the channel's conversation

@@ -92,6 +92,47 @@ func TestDingTalk_CardStreamsThroughItsStatuses(t *testing.T) {
 	}
 }
 
+// A streamed answer past a card's 3,000 characters rolls over into the next card, as the final
+// will split it: the full card FINISHED with its part, only the card being written INPUTING;
+// the final leaves every card FINISHED with the final's parts.
+func TestDingTalk_StreamedPreviewRollsOverIntoTheNextCard(t *testing.T) {
+	fake, cid, tg, ed := streamingGroup(t)
+	ctx, key := ctx10(t), "ch:roll"
+	para := strings.Repeat("长", 1200) // 1,200 characters a paragraph: a card holds two
+	text := para
+	id, err := tg.Send(ctx, adapter.Message{Text: text, IdempotencyKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		text += "\n\n" + para
+		time.Sleep(2 * time.Millisecond) // the app's budget: 1000 a second
+		if err := ed.Edit(ctx, id, adapter.Message{Text: text, IdempotencyKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cards := fake.Cards(dingtalktest.GroupSpace(cid))
+	if len(cards) != 2 || cards[0].Status() != "3" || cards[0].Text() != para+"\n\n"+para ||
+		cards[1].Status() != "2" || cards[1].Text() != para+"\n\n"+para {
+		t.Fatalf("while streaming 4,800 characters: %d cards %+v, want the first FINISHED with two paragraphs, the second INPUTING with two", len(cards), cards)
+	}
+	final := text + "\n\nThe end."
+	if err := ed.Edit(ctx, id, adapter.Message{Text: final, Final: true, IdempotencyKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	cards = fake.Cards(dingtalktest.GroupSpace(cid))
+	var shown []string
+	for _, c := range cards {
+		if c.Status() != "3" {
+			t.Fatalf("card %s left %s", c.OutTrackID, c.Status())
+		}
+		shown = append(shown, c.Text())
+	}
+	if got := strings.Join(shown, "\n\n"); got != final || len(cards) != 2 {
+		t.Fatalf("%d cards showing %d characters, want the final's %d in the same 2", len(cards), len([]rune(got)), len([]rune(final)))
+	}
+}
+
 // A streamed card whose final DingTalk refuses for good ends FAILED (edge-api §7.2.6: "a failure
 // after the card exists"), never left INPUTING; a refusal that is a rate limit leaves it for
 // the retry.

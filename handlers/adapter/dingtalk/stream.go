@@ -329,28 +329,3 @@ func (a *Adapter) fetch(ctx context.Context, c *config, code, name string, in ad
 	}
 	return in.PutFile(ctx, adapter.StoredFile{Type: typ, Filename: name, MimeType: mime}, io.LimitReader(resp.Body, 1<<40))
 }
-
-// seenSet remembers what a bot handled (bounded: cleared whole when full), so a message
-// DingTalk pushes again is not admitted or refused twice.
-type seenSet struct {
-	mu sync.Mutex
-	m  map[string]struct{}
-}
-
-func newSeenSet() *seenSet { return &seenSet{m: map[string]struct{}{}} }
-
-func (s *seenSet) has(k string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[k]
-	return ok
-}
-
-func (s *seenSet) add(k string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= 10000 {
-		s.m = map[string]struct{}{}
-	}
-	s.m[k] = struct{}{}
-}
