@@ -23,14 +23,7 @@ func TestCluster_NATSNodeRestartsNeverTwiceNeverLost(t *testing.T) {
 	skipFaults(t)
 	restarts := faultkit.Env(t, "XIMD_FAULT_NATS_RESTARTS", 3)
 	w := newFaultWorld(t, "Cluster", faultkit.Env(t, "XIMD_FAULT_CHANNELS", 20))
-	natsBin, err := faultkit.BuildOnce("nats-server", "github.com/nats-io/nats-server/v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ximdBin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	natsBin, ximdBin := clusterBinaries(t)
 	dir := w.logDir
 	cluster, err := faultkit.StartNATSCluster(w.ctx, natsBin, filepath.Join(dir, "nats"), 3, 0)
 	if err != nil {

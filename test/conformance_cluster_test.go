@@ -23,14 +23,7 @@ func TestConformance_ClusterWithSplitStages(t *testing.T) {
 	skipFaults(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	natsBin, err := faultkit.BuildOnce("nats-server", "github.com/nats-io/nats-server/v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ximdBin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	natsBin, ximdBin := clusterBinaries(t)
 	dir := t.TempDir()
 	cluster, err := faultkit.StartNATSCluster(ctx, natsBin, filepath.Join(dir, "nats"), 3, 0)
 	if err != nil {

@@ -251,6 +251,21 @@ func (x *allInOne) killLoop(t *testing.T, ctx context.Context, cycles int, befor
 	return done, &faults
 }
 
+// clusterBinaries builds nats-server and ximd (once per test binary) for the tests that run
+// them as processes of their own.
+func clusterBinaries(t *testing.T) (natsBin, ximdBin string) {
+	t.Helper()
+	natsBin, err := faultkit.BuildOnce("nats-server", "github.com/nats-io/nats-server/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ximdBin, err = faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natsBin, ximdBin
+}
+
 // startAllInOne starts an all-in-one ximd with the fault suite's settings and env.
 func startAllInOne(t *testing.T, ctx context.Context, name string, env ...string) *allInOne {
 	t.Helper()

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -54,18 +53,6 @@ func TestWeCom_TwoWorkersShareTheRobotsOneConnection(t *testing.T) {
 		if status, body, err := openWeCom(gw, "wc-"+p, cfg); err != nil || status != http.StatusOK {
 			t.Fatalf("PUT wecom channel: %d %s %v", status, body, err)
 		}
-	}
-	subscribes := func() int {
-		n := 0
-		for _, f := range fake.Frames() {
-			var b struct {
-				BotID string `json:"bot_id"`
-			}
-			if f.Cmd == "aibot_subscribe" && json.Unmarshal(f.Body, &b) == nil && b.BotID == bot.ID && f.Errcode == 0 {
-				n++
-			}
-		}
-		return n
 	}
 	metric := func(n *testkit.Node, name string) float64 { return testkit.GaugeValue(n.Metrics(), name) }
 	holder := func() int {
@@ -125,7 +112,7 @@ func TestWeCom_TwoWorkersShareTheRobotsOneConnection(t *testing.T) {
 
 	// Rounds until a call was relayed (counted on both sides: served by the holder, sent by
 	// the other); a worker that just joined takes its partitions over within a few seconds.
-	before := subscribes()
+	before := fake.Subscribes(bot)
 	h := holder()
 	r := 0
 	for metric(workers[h], "ximd_relayed_calls_total") == 0 || metric(workers[1-h], "ximd_relayed_calls_total") == 0 {
@@ -133,7 +120,7 @@ func TestWeCom_TwoWorkersShareTheRobotsOneConnection(t *testing.T) {
 			t.Fatal("no call relayed between the workers in 20 rounds: every channel was delivered where the robot is held")
 		}
 		round(r)
-		if n := subscribes(); n != before {
+		if n := fake.Subscribes(bot); n != before {
 			t.Fatalf("%d subscribes while the workers answered, want none (the robot's one connection taken over)", n-before)
 		}
 	}
@@ -145,7 +132,7 @@ func TestWeCom_TwoWorkersShareTheRobotsOneConnection(t *testing.T) {
 	workers[h] = nil
 	poll(t, "the other worker holds the robot", func() bool { return holder() >= 0 && fake.Connected(bot) })
 	round(r + 1)
-	if n := subscribes(); n != before+1 {
+	if n := fake.Subscribes(bot); n != before+1 {
 		t.Fatalf("%d subscribes after the holder stopped, want 1", n-before)
 	}
 }

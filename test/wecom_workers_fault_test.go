@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -44,14 +43,7 @@ import (
 func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 	skipFaults(t)
 	cycles := faultkit.Env(t, "XIMD_WECOM_WORKERS_FAULT_CYCLES", 3)
-	natsBin, err := faultkit.BuildOnce("nats-server", "github.com/nats-io/nats-server/v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ximdBin, err := faultkit.BuildOnce("ximd", "github.com/ximd/ximd/cmd/ximd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	natsBin, ximdBin := clusterBinaries(t)
 	dir, err := os.MkdirTemp("", "ximd-fault-wecomworkers-")
 	if err != nil {
 		t.Fatal(err)
@@ -117,19 +109,6 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 		}
 	}
 
-	// subscribes counts the robot's successful aibot_subscribes, whoever made them.
-	subscribes := func() int {
-		n := 0
-		for _, f := range fake.Frames() {
-			var b struct {
-				BotID string `json:"bot_id"`
-			}
-			if f.Cmd == "aibot_subscribe" && f.Errcode == 0 && json.Unmarshal(f.Body, &b) == nil && b.BotID == bot.ID {
-				n++
-			}
-		}
-		return n
-	}
 	// holder is the one running worker polling the robot (-1: none, or two in a hand-over).
 	holder := func() int {
 		h := -1
@@ -153,7 +132,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 	if held() < 0 {
 		t.Fatalf("no worker holds the robot's connection\n%s", logTails())
 	}
-	setupSubscribes := subscribes()
+	setupSubscribes := fake.Subscribes(bot)
 
 	var mu sync.Mutex
 	up := map[string]bool{}   // message_id -> written while both workers were up
@@ -193,7 +172,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 				victim, other = other, victim
 			}
 			x := workers[victim]
-			before := subscribes()
+			before := fake.Subscribes(bot)
 			sent(x)
 			if err := x.Kill(); err != nil {
 				t.Error(err)
@@ -205,7 +184,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 			if victim == h {
 				k := holderKills.Add(1)
 				// The dead holder's connection is gone: closed, or replaced by the other's subscribe.
-				if !faultkit.Poll(10*time.Second, func() bool { return !fake.Connected(bot) || subscribes() > before }) {
+				if !faultkit.Poll(10*time.Second, func() bool { return !fake.Connected(bot) || fake.Subscribes(bot) > before }) {
 					t.Errorf("kill %d: the fake still sees the killed holder's connection", c+1)
 					return
 				}
@@ -228,7 +207,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			t.Logf("kill %d: %s (holder: %v), %s; subscribes so far %d", c+1, x.Name, victim == h, how, subscribes())
+			t.Logf("kill %d: %s (holder: %v), %s; subscribes so far %d", c+1, x.Name, victim == h, how, fake.Subscribes(bot))
 		}
 	}()
 
@@ -318,7 +297,7 @@ func TestFault_WeComWorkersKillNineOneConnection(t *testing.T) {
 	}
 	stopWatch()
 	<-watched
-	subs := subscribes()
+	subs := fake.Subscribes(bot)
 	limit := setupSubscribes + 2*int(holderKills.Load()) + 1 // a takeover and the way back per kill of the holder; none for the other
 	dropped := 0
 	for _, w := range workers {

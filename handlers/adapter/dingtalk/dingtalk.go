@@ -260,9 +260,10 @@ func (t *Target) final(ctx context.Context, id string, m adapter.Message) error 
 // card FINISHED with its text (once for each text), the last part streamed into its card, which
 // is opened the first time. So only the card being written shows INPUTING.
 func (t *Target) preview(ctx context.Context, id string, m adapter.Message) error {
-	parts := cardParts(m.Text)
+	text := CardText(m.Text)
+	parts := markdown.Split(text, MaxTextLength, nil)
 	if len(parts) == 1 || m.IdempotencyKey == "" {
-		return t.stream(ctx, id, adapter.Truncate(CardText(m.Text), MaxTextLength), false)
+		return t.stream(ctx, id, adapter.Truncate(text, MaxTextLength), false)
 	}
 	last := len(parts) - 1
 	for i, p := range parts[:last] {

@@ -427,6 +427,8 @@ func TestMatrix_FirstPollOfALongRoomReadsBackToTheBinding(t *testing.T) {
 	// Bound as if a grace after that message: it lies before what the channel takes.
 	opened := time.Now().Add(adapter.BindGrace + time.Millisecond).UnixMilli()
 	ch := adapter.Channel{ID: "long", Target: adapter.Binding{Adapter: matrix.Name, Config: config(t, s, bot, room, nil)}, OpenedAt: opened}
+	// The lines are written after the channel's first millisecond (timestamps are whole ms).
+	until(t, "the clock past the binding", func() bool { return time.Now().UnixMilli() > ch.Since()+1 })
 	const n = 130 // past one sync's timeline (100)
 	for i := range n {
 		if _, err := alice.Client.SendText(ctx, room, fmt.Sprintf("line %d", i)); err != nil {
@@ -435,7 +437,17 @@ func TestMatrix_FirstPollOfALongRoomReadsBackToTheBinding(t *testing.T) {
 	}
 	feed := adaptertest.NewFeed(adaptertest.NewFiles(), ch)
 	runPoll(t, matrix.New(matrix.Options{SyncTimeout: 100 * time.Millisecond}), feed)
-	until(t, "every line in the channel", func() bool { return len(feed.InboxOf("long").Messages()) >= n })
+	deadline := time.Now().Add(time.Minute)
+	for got := feed.InboxOf("long").Messages(); len(got) < n; got = feed.InboxOf("long").Messages() {
+		if time.Now().After(deadline) {
+			first := ""
+			if len(got) > 0 {
+				first = got[0].Text
+			}
+			t.Fatalf("%d of %d lines in the channel after a minute, the first %q", len(got), n, first)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for i, m := range feed.InboxOf("long").Messages() {
 		if want := fmt.Sprintf("line %d", i); i >= n || m.Text != want {
 			t.Fatalf("message %d is %q, want %q (in order, once each, none before the binding)", i, m.Text, want)

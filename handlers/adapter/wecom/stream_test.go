@@ -281,15 +281,7 @@ func TestWeCom_ReconnectsAfterADroppedConnection(t *testing.T) {
 	c := newConversation(t, fake, map[string]any{"streaming": "none"})
 	c.say(t, "hello")
 	fake.Kick(c.bot)
-	subscribes := func() (n int) {
-		for _, f := range fake.Frames() {
-			if f.Cmd == "aibot_subscribe" && f.Errcode == 0 {
-				n++
-			}
-		}
-		return n
-	}
-	waitFor(t, "subscribed again", func() bool { return subscribes() >= 2 && fake.Connected(c.bot) })
+	waitFor(t, "subscribed again", func() bool { return fake.Subscribes(c.bot) >= 2 && fake.Connected(c.bot) })
 	if _, err := c.tg.Send(ctxT(t), adapter.Message{Text: "still here", Final: true, IdempotencyKey: "ch:after"}); err != nil {
 		t.Fatal(err)
 	}

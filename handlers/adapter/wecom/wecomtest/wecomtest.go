@@ -224,6 +224,20 @@ func (s *Server) Frames() []Frame {
 	return append([]Frame(nil), s.log...)
 }
 
+// Subscribes counts the robot's successful aibot_subscribes, whoever made them.
+func (s *Server) Subscribes(bot Bot) int {
+	n := 0
+	for _, f := range s.Frames() {
+		var b struct {
+			BotID string `json:"bot_id"`
+		}
+		if f.Cmd == "aibot_subscribe" && f.Errcode == 0 && json.Unmarshal(f.Body, &b) == nil && b.BotID == bot.ID {
+			n++
+		}
+	}
+	return n
+}
+
 // Say has person userid say text to the robot in conv (a group calls the robot back only when
 // mention is true; the text then starts with "@Name "). It returns the msgid ("" : no callback).
 func (s *Server) Say(bot Bot, conv Conv, userid, text string, mention bool) string {
